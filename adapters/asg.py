@@ -1,0 +1,219 @@
+"""ASG, Aggregate Semantic Grouping (paper 000: Kavin & Goyal, "Breaking Token Into Concepts").
+
+Product quantization of the token-embedding table E (V x D):
+
+* Section 2.1: split each row into m segments of D/m; per segment position i, k-means over the
+  V sub-vectors gives codebook C_i of k Concept Vectors.
+* Section 2.2: the codebooks stack into one trainable table E' of shape (m*k, D/m); Concept
+  Vector j of codebook i is row i*k + j. Each token keeps m ConceptIDs.
+* Section 2.3: input embedding = concat(v_0, ..., v_{m-1}) (Eq. 1).
+* Section 2.4: models with an output embedding get the same treatment there:
+  logit_t = sum_i H_i . u_{t,i}.
+* Section 3.3: shared-codebook variant, one k-means over all V*m segments, one codebook of k.
+* Appendix B: embedding params k*m*(D/m) = k*D, so the fraction kept is k/V.
+* Appendix C: the V x m ConceptID map is fixed, not a parameter; it is counted in storage.
+
+Choices where the paper is open, written down here:
+
+* k-means is faiss's (the paper runs nanopq with faiss k-means): 25 iterations, faiss's
+  subsampling to 256 points per centroid, seeded with the run's seed. With the same seed this
+  gives the codebooks and codes of ``faiss.ProductQuantizer`` (checked in the tests).
+* The ConceptID map stores s_i in [0, k) (Appendix C: "integers in [0,k)") in the smallest
+  unsigned integer dtype (uint8 for k <= 256, uint16 up to 65536, else int32); the
+  row offset i*k is added at lookup. Storage counts these bytes as held, not bit-packed, so it is
+  a little above the paper's 15 MB figure (which assumes log2(k)-bit packing).
+* Output side: when the base model ties input and output tables (SmolLM2, BERT-MLM), the output
+  head shares the input side's codebooks and ConceptIDs, preserving the tie; untied tables are
+  quantized separately (Section 2.4's OE'). The tie flag in the config is cleared so
+  ``tie_weights()`` leaves the head alone. An output bias, if any, is kept.
+* Output logits are computed from the (m x k) segment scores H_i . c_{i,j} and summed with one
+  ``embedding_bag`` over the ConceptIDs: no V x D matrix is ever built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness.adapter import Adapter, FitContext, ProgressFn
+from harness.config import require_positive
+from harness.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class AsgConfig:
+    k: int = 512          # Concept Vectors per codebook; fraction of embedding params kept = k/V
+    m: int = 48           # segments; the hidden size must divide by m
+    shared: bool = False  # one codebook for all m segment positions (Section 3.3)
+    output: bool = True   # also replace the output embedding when the model has one (Section 2.4)
+    niter: int = 25       # k-means iterations (faiss default)
+
+    def __post_init__(self) -> None:
+        require_positive(k=self.k, m=self.m, niter=self.niter)
+        if self.k < 2:
+            raise ConfigError(f"k={self.k} must be at least 2; set --set k=512 or another 1 < k <= V")
+
+    def check_table(self, vocab: int, dim: int) -> None:
+        """Validate against the table this config will quantize (V x D)."""
+        if dim % self.m:
+            divisors = [d for d in (8, 12, 16, 24, 32, 48, 64, 96) if dim % d == 0]
+            raise ConfigError(f"m={self.m} does not divide the hidden size {dim}; pick m from {divisors}")
+        if self.k > vocab:
+            raise ConfigError(f"k={self.k} exceeds the vocabulary size {vocab}; pick 1 < k <= {vocab}")
+
+
+def concept_id_dtype(k: int) -> torch.dtype:
+    """Smallest integer dtype holding ids in [0, k)."""
+    if k <= 2**8:
+        return torch.uint8
+    if k <= 2**16:
+        return torch.uint16
+    return torch.int32
+
+
+def _kmeans(points: np.ndarray, k: int, niter: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """faiss k-means; returns (centroids (k, d), nearest-centroid labels (n,))."""
+    km = faiss.Kmeans(points.shape[1], k, niter=niter, seed=seed)
+    km.train(points)
+    _, labels = km.index.search(points, 1)
+    return km.centroids, labels[:, 0]
+
+
+def product_quantize(
+    table: np.ndarray, k: int, m: int, shared: bool, niter: int, seed: int, progress: ProgressFn
+) -> tuple[np.ndarray, np.ndarray]:
+    """PQ of ``table`` (V, D) -> (codebooks, codes).
+
+    codebooks: (m*k, D/m) with codebook i at rows i*k..(i+1)*k-1, or (k, D/m) when shared.
+    codes: (V, m) int64 centroid indices s_i in [0, k).
+    """
+    V, D = table.shape
+    d = D // m
+    segments = np.ascontiguousarray(table.reshape(V, m, d), dtype=np.float32)
+    if shared:
+        progress("k-means (shared codebook)", 0, 1)
+        centroids, labels = _kmeans(segments.reshape(V * m, d), k, niter, seed)
+        progress("k-means (shared codebook)", 1, 1)
+        return centroids, labels.reshape(V, m)
+    codebooks = np.empty((m * k, d), dtype=np.float32)
+    codes = np.empty((V, m), dtype=np.int64)
+    for i in range(m):
+        progress("k-means per segment", i, m)
+        codebooks[i * k:(i + 1) * k], codes[:, i] = _kmeans(np.ascontiguousarray(segments[:, i]), k, niter, seed)
+    progress("k-means per segment", m, m)
+    return codebooks, codes
+
+
+class ConceptEmbedding(nn.Module):
+    """Input side of ASG (Section 2.3): token -> concat of its m Concept Vectors."""
+
+    def __init__(self, codebooks: torch.Tensor, concept_ids: torch.Tensor, k: int, shared: bool):
+        super().__init__()
+        vocab, m = concept_ids.shape
+        self.k, self.m, self.shared = k, m, shared
+        self.codebooks = nn.Parameter(codebooks)  # E': (m*k, D/m), or (k, D/m) when shared
+        # (V, m) ConceptID map s_i in [0, k); a fixed buffer, not a parameter (Appendix C)
+        self.register_buffer("concept_ids", concept_ids.to(concept_id_dtype(k)))
+        # row of codebook i inside E' (all zero when shared); derived, so not stored
+        self.register_buffer("segment_offsets", torch.arange(m) * (0 if shared else k), persistent=False)
+
+    @property
+    def num_embeddings(self) -> int:
+        return self.concept_ids.shape[0]
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.m * self.codebooks.shape[1]
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        rows = self.concept_ids[input_ids].long() + self.segment_offsets  # (..., m) rows of E'
+        return F.embedding(rows, self.codebooks).flatten(-2)  # (..., m, D/m) -> (..., D)
+
+    def dense(self) -> torch.Tensor:
+        """The reconstructed (V, D) table; for checks and export, never on the forward path."""
+        return self(torch.arange(self.num_embeddings, device=self.codebooks.device))
+
+
+class ConceptLMHead(nn.Module):
+    """Output side of ASG (Section 2.4): logit_t = sum_i H_i . u_{t,i}.
+
+    Computed as segment scores S[n, i*k + j] = H_i . C_i[j], shape (N, m*k), then one
+    ``embedding_bag`` (mode "sum") that adds, for every token t, the m scores its ConceptIDs
+    select. Memory is O(N*m*k + N*V); a (V, D) table is never formed.
+    """
+
+    def __init__(self, concepts: ConceptEmbedding, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.concepts = concepts
+        self.bias = None if bias is None else nn.Parameter(bias.detach().clone())
+        k, m = concepts.k, concepts.m
+        # (V, m) int32 bag indices into the flattened score matrix; derived, so not stored
+        rows = concepts.concept_ids.int() + torch.arange(m, dtype=torch.int32) * k
+        self.register_buffer("score_rows", rows, persistent=False)
+
+    @property
+    def out_features(self) -> int:
+        return self.concepts.num_embeddings
+
+    def segment_scores(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(N, D) hidden states -> (N, m*k) scores H_i . C_i[j]."""
+        c = self.concepts
+        h = hidden.reshape(hidden.shape[0], c.m, -1)  # (N, m, D/m)
+        books = c.codebooks if c.shared else c.codebooks.view(c.m, c.k, -1)
+        pattern = "nid,jd->nij" if c.shared else "nid,ijd->nij"
+        return torch.einsum(pattern, h, books.to(h.dtype)).reshape(hidden.shape[0], c.m * c.k)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        lead = hidden.shape[:-1]
+        scores = self.segment_scores(hidden.reshape(-1, hidden.shape[-1]))  # (N, m*k)
+        logits = F.embedding_bag(self.score_rows, scores.T.contiguous(), mode="sum")  # (V, N)
+        logits = logits.T
+        if self.bias is not None:
+            logits = logits + self.bias
+        return logits.reshape(*lead, -1)
+
+
+class AsgAdapter(Adapter):
+    """ASG on the input embedding, and on the output embedding when the model has one."""
+
+    name = "asg"
+    config_class = AsgConfig
+
+    def check(self, vocab_size: int, hidden_size: int) -> None:
+        self.config.check_table(vocab_size, hidden_size)
+
+    def fit(self, table: torch.Tensor, fit: FitContext) -> ConceptEmbedding:
+        """Quantize a (V, D) table into a :class:`ConceptEmbedding`."""
+        cfg = self.config
+        cfg.check_table(*table.shape)
+        if fit.threads:
+            faiss.omp_set_num_threads(fit.threads)
+        values = table.detach().float().cpu().numpy()
+        codebooks, codes = product_quantize(values, cfg.k, cfg.m, cfg.shared, cfg.niter, fit.seed, fit.progress)
+        books = torch.from_numpy(codebooks).to(device=table.device, dtype=table.dtype)
+        return ConceptEmbedding(books, torch.from_numpy(codes).to(table.device), cfg.k, cfg.shared)
+
+    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
+        table = model.get_input_embeddings().weight
+        head = model.get_output_embeddings()
+        concepts = self.fit(table, fit)
+        model.set_input_embeddings(concepts)
+        if self.config.output and isinstance(head, nn.Linear):
+            tied = head.weight is table
+            head_concepts = concepts if tied else self.fit(head.weight, fit)
+            model.set_output_embeddings(ConceptLMHead(head_concepts, head.bias))
+            untie(model)
+        return model
+
+
+def untie(model: nn.Module) -> None:
+    """Stop ``tie_weights()`` from copying the input table onto the replaced output head."""
+    model.config.tie_word_embeddings = False
+    text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else None
+    if text_config is not None:
+        text_config.tie_word_embeddings = False

@@ -1,0 +1,22 @@
+"""The unchanged base model: every %Base is relative to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from harness.adapter import Adapter, FitContext
+
+
+@dataclass(frozen=True)
+class NoneConfig:
+    """No settings."""
+
+
+class NoneAdapter(Adapter):
+    name = "none"
+    config_class = NoneConfig
+
+    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
+        return model

@@ -1,0 +1,139 @@
+"""The adapter contract: a compressed-embedding method as a model transformation.
+
+An adapter takes a base transformers model and returns a model that keeps the transformers
+interface (``get_input_embeddings``, ``get_output_embeddings``, ``forward``, ``tie_weights``), so
+the same object goes to HF Trainer, lm-eval's HFLM and an MTEB encoder, plus a
+:class:`CompressionReport`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+from torch import nn
+
+ProgressFn = Callable[[str, int, int], None]
+"""``progress(label, done, total)``: how an adapter reports fitting progress."""
+
+
+def _no_progress(label: str, done: int, total: int) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class FitContext:
+    """What the runner hands an adapter for fitting: the seed, the device and a progress callback.
+
+    Methods that need fitting data (contextual vectors, distillation text) get it here, never from
+    a hard-coded path.
+    """
+
+    seed: int = 0
+    device: str = "cpu"
+    threads: int = 0  # 0 = library default
+    progress: ProgressFn = field(default=_no_progress, compare=False)
+
+
+@dataclass(frozen=True)
+class EmbeddingFootprint:
+    """Parameters and bytes of a model's token-embedding modules (input and output side)."""
+
+    embedding_params: int
+    storage_bytes: int
+    total_params: int
+
+
+@dataclass(frozen=True)
+class CompressionReport:
+    """Embedding parameters and storage before/after an adapter, id maps included."""
+
+    embedding_params_before: int
+    embedding_params_after: int
+    storage_bytes_before: int
+    storage_bytes_after: int
+    total_params_before: int
+    total_params_after: int
+
+    @classmethod
+    def between(cls, before: EmbeddingFootprint, after: EmbeddingFootprint) -> CompressionReport:
+        return cls(
+            embedding_params_before=before.embedding_params,
+            embedding_params_after=after.embedding_params,
+            storage_bytes_before=before.storage_bytes,
+            storage_bytes_after=after.storage_bytes,
+            total_params_before=before.total_params,
+            total_params_after=after.total_params,
+        )
+
+    @property
+    def emb_param_fraction(self) -> float:
+        """Embedding parameters kept: after / before (ASG: k/V, paper 000 Appendix B)."""
+        return self.embedding_params_after / self.embedding_params_before
+
+    @property
+    def storage_fraction(self) -> float:
+        return self.storage_bytes_after / self.storage_bytes_before
+
+
+def _embedding_modules(model: nn.Module) -> list[nn.Module]:
+    modules = [model.get_input_embeddings()]
+    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if out is not None:
+        modules.append(out)
+    return modules
+
+
+def footprint(model: nn.Module) -> EmbeddingFootprint:
+    """Count the token-embedding modules' unique parameters and stored bytes.
+
+    Tied input/output weights count once. Storage is what ``state_dict`` holds: parameters plus
+    persistent buffers (ConceptID maps, index tables, quantized tables). Position and token-type
+    tables are not token embeddings and are left out.
+    """
+    params: dict[int, int] = {}
+    stored: dict[int, int] = {}
+    for module in _embedding_modules(model):
+        for p in module.parameters():
+            params[id(p)] = p.numel()
+        for t in module.state_dict().values():
+            stored[t.data_ptr()] = t.numel() * t.element_size()
+    total = sum({id(p): p.numel() for p in model.parameters()}.values())
+    return EmbeddingFootprint(sum(params.values()), sum(stored.values()), total)
+
+
+class Adapter(ABC):
+    """A compressed-embedding method.
+
+    Subclasses set ``name`` and ``config_class`` (a frozen dataclass validated in
+    ``__post_init__``) and implement :meth:`compress`.
+
+    Contract of ``compress(model, fit)``: replace the model's token-embedding modules in place and
+    return the model. Afterwards ``get_input_embeddings()(ids)`` still maps ``(B, T)`` ids to
+    ``(B, T, D)`` vectors, ``forward`` keeps its signature, ``get_output_embeddings()`` (if the
+    model had one) maps ``(..., D)`` hidden states to ``(..., V)`` logits, and ``tie_weights()``
+    does not undo the change. Fixed id maps must be persistent buffers so that storage counts them.
+
+    Example: ASG with k=4, m=2 on a 10x8 table replaces ``nn.Embedding(10, 8)`` with a module
+    holding a (2*4, 4) codebook parameter and a (10, 2) uint8 ConceptID buffer: embedding params
+    go from 80 to 32 and storage from 320 bytes to 128 + 20.
+    """
+
+    name: ClassVar[str]
+    config_class: ClassVar[type]
+
+    def __init__(self, config: Any | None = None):
+        self.config = config if config is not None else self.config_class()
+
+    def check(self, vocab_size: int, hidden_size: int) -> None:
+        """Validate the config against the model's table shape before any work (raise ConfigError)."""
+
+    @abstractmethod
+    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
+        """Replace the embedding modules of ``model`` (see the class docstring)."""
+
+    def apply(self, model: nn.Module, fit: FitContext) -> tuple[nn.Module, CompressionReport]:
+        before = footprint(model)
+        model = self.compress(model, fit)
+        return model, CompressionReport.between(before, footprint(model))
