@@ -1,0 +1,39 @@
+"""Metrics as pure functions: numbers or arrays (plus a seed or Generator) in, numbers out."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def bootstrap_ci(
+    groups: Sequence[np.ndarray], rng: np.random.Generator, n_boot: int = 1000, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of group means.
+
+    Each group (e.g. one language's per-example correctness) is resampled with replacement on its
+    own, so a single group gives the usual CI of its mean and several groups give the CI of a
+    macro average. Resamples are drawn in chunks to bound memory.
+    """
+    stats = np.zeros(n_boot)
+    for values in groups:
+        values = np.asarray(values, dtype=np.float64)
+        for start in range(0, n_boot, 100):
+            stop = min(start + 100, n_boot)
+            idx = rng.integers(0, len(values), size=(stop - start, len(values)))
+            stats[start:stop] += values[idx].mean(axis=1)
+    stats /= len(groups)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(stats, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def pct_base(value: float, baseline: float, higher_is_better: bool = True) -> float | None:
+    """%Base = method / baseline x 100 (paper 000, Table 1); 100 = the unchanged model.
+
+    For lower-is-better metrics (bits per byte) the ratio is inverted, so above 100 is always
+    better than the baseline. Undefined (None) when the denominator is zero.
+    """
+    num, den = (value, baseline) if higher_is_better else (baseline, value)
+    return None if den == 0 else 100.0 * num / den

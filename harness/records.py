@@ -1,0 +1,115 @@
+"""Typed results that cross module boundaries: scores, latency, run specs and run records."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.adapter import CompressionReport
+
+
+@dataclass(frozen=True)
+class Score:
+    task: str
+    language: str
+    split: str
+    metric: str
+    value: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0
+    higher_is_better: bool = True
+    pct_base: float | None = None  # filled by the runner from the baseline run
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Timed forward passes at a fixed shape; keeps the raw samples (milliseconds)."""
+
+    phase: str
+    batch: int
+    seq_len: int
+    samples_ms: tuple[float, ...]
+    p50_ms: float
+    p95_ms: float
+    throughput: float       # tokens per second at p50
+    peak_mem_mb: float      # model bytes + peak working set of one forward (CUDA: max allocated)
+
+    @classmethod
+    def from_samples(cls, phase: str, batch: int, seq_len: int, samples_ms: list[float], peak_mem_mb: float) -> LatencyStats:
+        import numpy as np
+
+        p50, p95 = (float(v) for v in np.percentile(samples_ms, [50, 95]))
+        return cls(phase, batch, seq_len, tuple(samples_ms), p50, p95, batch * seq_len / (p50 / 1000.0), peak_mem_mb)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines a run's result; its hash decides reuse."""
+
+    model: str
+    model_revision: str
+    adapter: str
+    adapter_config: dict[str, Any]
+    suite: str
+    suite_config: dict[str, Any]
+    profile: str
+    seed: int
+
+    @property
+    def config_hash(self) -> str:
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def baseline(self) -> RunSpec:
+        return dataclasses.replace(self, adapter="none", adapter_config={})
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a result comes from, in typed fields."""
+
+    git_sha: str
+    adapter_package: str
+    adapter_version: str
+    host: str
+    pid: int
+    hardware: dict[str, Any]
+    versions: dict[str, str]
+    data_files: dict[str, str] = field(default_factory=dict)  # file -> sha256 prefix (or hub id -> "hub")
+
+
+@dataclass
+class RunRecord:
+    """One run as stored: spec, provenance, status, and (when finished) its results."""
+
+    run_id: str
+    spec: RunSpec
+    status: str                     # running | finished | failed
+    started_at: str
+    device: str
+    provenance: Provenance
+    finished_at: str | None = None
+    wall_s: float | None = None
+    error: str | None = None
+    baseline_run_id: str | None = None
+    compression: CompressionReport | None = None
+    scores: list[Score] = field(default_factory=list)
+    efficiency: list[LatencyStats] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)  # suite-specific facts (sizes used, ...)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunRecord:
+        raw = json.loads(text)
+        raw["spec"] = RunSpec(**raw["spec"])
+        raw["provenance"] = Provenance(**raw["provenance"])
+        raw["compression"] = CompressionReport(**raw["compression"]) if raw["compression"] else None
+        raw["scores"] = [Score(**s) for s in raw["scores"]]
+        raw["efficiency"] = [LatencyStats(**{**e, "samples_ms": tuple(e["samples_ms"])}) for e in raw["efficiency"]]
+        return cls(**raw)
