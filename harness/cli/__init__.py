@@ -1,0 +1,30 @@
+"""The ``harness`` command: small Typer apps per command group, joined here."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from harness.cli import listing, results, run
+
+app = typer.Typer(
+    name="harness",
+    help="Benchmark compressed and compositional token embeddings against the unchanged model.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+app.command("run")(run.run)
+app.command("results")(results.results)
+app.add_typer(listing.list_app, name="list")
+app.command("show")(listing.show)
+
+
+def main() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    app()

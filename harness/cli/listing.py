@@ -1,0 +1,97 @@
+"""``harness list adapters|suites|models|runs`` and ``harness show RUN_ID``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from harness import models
+from harness.cli.common import DbOption, console, user_errors
+from harness.config import config_fields
+from harness.registry import ADAPTERS, SUITES
+from harness.store import Store
+
+list_app = typer.Typer(help="List adapters, suites, models or stored runs.", no_args_is_help=True)
+
+
+def _defaults(cls: type) -> str:
+    return ", ".join(f"{f.name}={f.default}" for f in dataclasses.fields(cls)) or "-"
+
+
+@list_app.command("adapters")
+def list_adapters() -> None:
+    """Installed adapters (entry-point group harness.adapters) with their settings."""
+    table = Table("adapter", "package", "settings (defaults)")
+    with user_errors():
+        for name in ADAPTERS.names():
+            origin = ADAPTERS.origin(name)
+            table.add_row(name, f"{origin.package} {origin.version}", _defaults(ADAPTERS.get(name).config_class))
+    console.print(table)
+
+
+@list_app.command("suites")
+def list_suites() -> None:
+    """Installed suites (entry-point group harness.suites)."""
+    table = Table("suite", "default model", "settings (defaults)", "description")
+    with user_errors():
+        for name in SUITES.names():
+            suite = SUITES.get(name)
+            table.add_row(name, suite.default_model, _defaults(suite.config_class), suite.description)
+    console.print(table)
+
+
+@list_app.command("models")
+def list_models() -> None:
+    """Packaged models that work offline; any hub id or local directory works too."""
+    table = Table("alias", "kind", "package", "description")
+    for spec in models.PACKAGED.values():
+        table.add_row(spec.alias, spec.kind, spec.package, spec.description)
+    console.print(table)
+    console.print("Also: any Hugging Face hub id (online) or a local model directory.")
+
+
+@list_app.command("runs")
+def list_runs(db: DbOption = None, limit: Annotated[int, typer.Option(help="Newest N runs.")] = 50) -> None:
+    """Stored runs, newest first, with status (running, finished, failed)."""
+    with user_errors():
+        frame = Store(db).query(
+            "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, suite, profile, seed, "
+            "round(wall_s, 1) AS wall_s, started_at FROM runs ORDER BY started_at DESC LIMIT ?",
+            [limit],
+        )
+    table = Table(*frame.columns)
+    for row in frame.itertuples(index=False):
+        table.add_row(*[str(v) for v in row])
+    console.print(table)
+
+
+def show(
+    run_id: Annotated[str, typer.Argument(help="A run id from `harness list runs`.")],
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")] = False,
+) -> None:
+    """Everything stored about one run: config, provenance, scores, compression, efficiency."""
+    with user_errors():
+        record = Store(db).load(run_id)
+    if as_json:
+        typer.echo(record.to_json())
+        return
+    body = json.loads(record.to_json())
+    for section in ("spec", "provenance", "compression", "details"):
+        console.rule(section)
+        console.print_json(data=body[section])
+    console.rule("status")
+    console.print(f"{record.status}  started {record.started_at}  finished {record.finished_at}  wall {record.wall_s}s")
+    if record.error:
+        console.print(f"[red]error:[/red] {record.error}")
+    table = Table("task", "language", "metric", "value", "95% CI", "n", "%Base", title="scores")
+    for s in record.scores:
+        ci = "-" if s.ci_low is None else f"[{s.ci_low:.4f}, {s.ci_high:.4f}]"
+        table.add_row(s.task, s.language, s.metric, f"{s.value:.4f}", ci, str(s.n), "-" if s.pct_base is None else f"{s.pct_base:.1f}")
+    console.print(table)
+    for e in record.efficiency:
+        console.print(f"{e.phase}: batch {e.batch} x {e.seq_len}: p50 {e.p50_ms:.1f} ms, p95 {e.p95_ms:.1f} ms, {e.throughput:,.0f} tokens/s, peak {e.peak_mem_mb:.0f} MB")

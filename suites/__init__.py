@@ -1,0 +1,1 @@
+"""Suites: data spec + protocol + metrics + budgets per profile (installed as ``harness.suites``)."""
