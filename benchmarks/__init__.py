@@ -1,0 +1,1 @@
+"""Performance measurements (not part of the test run); see benchmarks/README.md."""

@@ -1,0 +1,57 @@
+"""Shared fixtures: real packaged models, the shared data directory, DuckDB in tmp_path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HARNESS_DATA_DIR", str(REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(autouse=True)
+def _private_db(tmp_path, monkeypatch):
+    """Tests never write the committed results.duckdb."""
+    monkeypatch.setenv("HARNESS_DB", str(tmp_path / "results.duckdb"))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = Path(os.environ["HARNESS_DATA_DIR"])
+    if not (path / "xnli" / "xnli.test.tsv").exists():
+        pytest.fail(f"shared data not found at {path}; set HARNESS_DATA_DIR")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_ref():
+    from harness import models
+
+    return models.resolve("minilm")
+
+
+@pytest.fixture(scope="session")
+def minilm_table(minilm_ref):
+    """MiniLM's real (30522, 384) token-embedding table."""
+    from transformers import AutoModel
+
+    return AutoModel.from_pretrained(minilm_ref.location).get_input_embeddings().weight.detach()
+
+
+@pytest.fixture
+def tiny_decoder():
+    """A two-layer random Llama with tied embeddings (V=512, D=64): SmolLM2's structure, small."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(config).eval()

@@ -1,0 +1,71 @@
+"""`harness run` end to end on the smoke profile: real MiniLM, real XNLI, real DuckDB."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.run import RunRequest, execute
+from harness.store import Store
+
+
+@pytest.fixture(scope="module")
+def smoke_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("e2e") / "results.duckdb"
+    result = CliRunner().invoke(app, ["run", "--suite", "xnli", "--adapter", "asg", "--profile", "smoke", "--set", "k=256", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def _rows(db) -> list[dict]:
+    result = CliRunner().invoke(app, ["results", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_baseline_and_method_finished(smoke_db):
+    runs = Store(smoke_db).query("SELECT adapter, status, baseline_run_id, run_id FROM runs ORDER BY started_at")
+    assert runs.adapter.tolist() == ["none", "asg"]
+    assert runs.status.tolist() == ["finished", "finished"]
+    assert runs.baseline_run_id[1] == runs.run_id[0]
+
+
+def test_results_json_has_15_languages_avg_ci_and_pct_base(smoke_db):
+    rows = _rows(smoke_db)
+    by_run = {}
+    for r in rows:
+        by_run.setdefault(r["adapter"], {})[r["language"]] = r
+    assert set(by_run) == {"none", "asg"}
+    for adapter, langs in by_run.items():
+        assert len(langs) == 16 and "avg" in langs
+        for r in langs.values():
+            assert r["ci_low"] <= r["value"] <= r["ci_high"]
+            assert r["metric"] == "accuracy" and r["profile"] == "smoke"
+    for lang, r in by_run["asg"].items():
+        base = by_run["none"][lang]["value"]
+        expected = None if base == 0 else 100 * r["value"] / base
+        assert r["pct_base"] == pytest.approx(expected)
+        assert r["emb_param_fraction"] == pytest.approx(256 / 30522)
+        assert json.loads(r["config"])["k"] == 256
+    assert all(r["pct_base"] == pytest.approx(100.0) for r in by_run["none"].values() if r["value"] > 0)
+
+
+def test_compression_and_efficiency_recorded(smoke_db):
+    store = Store(smoke_db)
+    asg = store.load(store.query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id[0])
+    assert asg.compression.storage_bytes_after == 256 * 384 * 4 + 30522 * 48  # codebooks + uint8 map
+    assert asg.compression.storage_bytes_before == 30522 * 384 * 4
+    (eff,) = asg.efficiency
+    assert eff.p50_ms > 0 and eff.p95_ms >= eff.p50_ms and eff.throughput > 0 and eff.peak_mem_mb > 0
+    assert asg.provenance.data_files and asg.provenance.versions["torch"]
+    assert asg.details["test_examples_per_language"] == 16
+
+
+def test_same_command_reuses_both_runs(smoke_db):
+    request = RunRequest("xnli", "asg", profile="smoke", settings=("k=256",))
+    outcomes = execute(request, Store(smoke_db))
+    assert [o.reused for o in outcomes] == [True, True]
+    assert Store(smoke_db).query("SELECT count(*) AS n FROM runs").n[0] == 2
