@@ -58,6 +58,7 @@ class RunSpec:
     suite_config: dict[str, Any]
     profile: str
     seed: int
+    recipe: dict[str, Any] = field(default_factory=dict)  # the profile's budget; a changed budget is a new config
 
     @property
     def config_hash(self) -> str:

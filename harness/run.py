@@ -107,6 +107,7 @@ def plan(request: RunRequest) -> Plan:
     spec = RunSpec(
         model=ref.name, model_revision=ref.revision, adapter=adapter.name, adapter_config=as_dict(adapter.config),
         suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
+        recipe=suite.recipe(request.profile, suite_config),
     )
     device = resolve_device(request.device)
     return Plan(suite, suite_config, adapter, ref, spec, data_root(request.data_dir), device, request.force)

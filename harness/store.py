@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY, config_hash VARCHAR NOT NULL, status VARCHAR NOT NULL,
     model VARCHAR, model_revision VARCHAR, adapter VARCHAR, adapter_config JSON,
     adapter_package VARCHAR, adapter_version VARCHAR, suite VARCHAR, suite_config JSON,
-    profile VARCHAR, seed INTEGER, device VARCHAR, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ,
+    profile VARCHAR, seed INTEGER, recipe JSON, device VARCHAR, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ,
     wall_s DOUBLE, error VARCHAR, baseline_run_id VARCHAR, git_sha VARCHAR, host VARCHAR, pid INTEGER,
     hardware JSON, versions JSON, data_files JSON, details JSON
 );
@@ -62,7 +62,7 @@ WHERE r.status = 'finished';
 
 RUN_COLUMNS = (
     "run_id", "config_hash", "status", "model", "model_revision", "adapter", "adapter_config",
-    "adapter_package", "adapter_version", "suite", "suite_config", "profile", "seed", "device",
+    "adapter_package", "adapter_version", "suite", "suite_config", "profile", "seed", "recipe", "device",
     "started_at", "finished_at", "wall_s", "error", "baseline_run_id", "git_sha", "host", "pid",
     "hardware", "versions", "data_files", "details",
 )
@@ -81,7 +81,7 @@ def _run_row(rec: RunRecord) -> tuple:
     return (
         rec.run_id, s.config_hash, rec.status, s.model, s.model_revision, s.adapter,
         json.dumps(s.adapter_config), p.adapter_package, p.adapter_version, s.suite,
-        json.dumps(s.suite_config), s.profile, s.seed, rec.device, rec.started_at, rec.finished_at,
+        json.dumps(s.suite_config), s.profile, s.seed, json.dumps(s.recipe), rec.device, rec.started_at, rec.finished_at,
         rec.wall_s, rec.error, rec.baseline_run_id, p.git_sha, p.host, p.pid, json.dumps(p.hardware),
         json.dumps(p.versions), json.dumps(p.data_files), json.dumps(rec.details),
     )
@@ -258,7 +258,7 @@ def _iso(value: datetime) -> str:
 def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list) -> RunRecord:
     spec = RunSpec(
         r["model"], r["model_revision"], r["adapter"], json.loads(r["adapter_config"]), r["suite"],
-        json.loads(r["suite_config"]), r["profile"], r["seed"],
+        json.loads(r["suite_config"]), r["profile"], r["seed"], json.loads(r["recipe"]),
     )
     prov = Provenance(
         r["git_sha"], r["adapter_package"], r["adapter_version"], r["host"], r["pid"],

@@ -68,6 +68,10 @@ class Suite(ABC):
     num_labels: ClassVar[int | None] = None
     config_class: ClassVar[type]
 
+    def recipe(self, profile: Profile, config: Any) -> dict[str, Any]:
+        """The budget this profile spends (sizes, epochs, lr ...); part of the run's config hash."""
+        return {}
+
     @abstractmethod
     def prepare(self, data_dir: Path | None, config: Any) -> SuiteData:
         """Load and validate the data (raises DataError naming the expected files)."""

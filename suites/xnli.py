@@ -8,6 +8,7 @@ all 15 languages (``--set train=all``, translate-train-all). Test is evaluated i
 from __future__ import annotations
 
 import csv
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -101,6 +102,9 @@ class XNLI(Suite):
             learning_rate=5e-6, batch_size=128, weight_decay=0.01,
         )
 
+    def recipe(self, profile: str, config: XnliConfig) -> dict[str, Any]:
+        return dataclasses.asdict(self.budget(profile, config))
+
     def prepare(self, data_dir: Path | None, config: XnliConfig) -> SuiteData:
         dev, dev_files = load("dev", data_dir)
         test, test_files = load("test", data_dir)
@@ -122,7 +126,6 @@ class XNLI(Suite):
             "train_languages": ctx.config.train,
             "train_examples": len(train),
             "test_examples_per_language": len(test) // len(LANGUAGES),
-            "recipe": {k: v for k, v in vars(budget).items()},
         }
         return SuiteResult(scores, details)
 

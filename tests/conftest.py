@@ -55,3 +55,20 @@ def tiny_decoder():
         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
     )
     return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def smoke_db(tmp_path_factory, data_dir) -> Path:
+    """A results database filled by real smoke runs: baseline + ASG (k=256) on MiniLM / XNLI.
+
+    Session-scoped so every test that reads a store (results, leaderboard) shares one pair of runs.
+    """
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    db = tmp_path_factory.mktemp("smoke") / "results.duckdb"
+    args = ["run", "--suite", "xnli", "--adapter", "asg", "--profile", "smoke", "--set", "k=256", "--db", str(db)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return db

@@ -12,14 +12,6 @@ from harness.run import RunRequest, execute
 from harness.store import Store
 
 
-@pytest.fixture(scope="module")
-def smoke_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("e2e") / "results.duckdb"
-    result = CliRunner().invoke(app, ["run", "--suite", "xnli", "--adapter", "asg", "--profile", "smoke", "--set", "k=256", "--db", str(db)])
-    assert result.exit_code == 0, result.output
-    return db
-
-
 def _rows(db) -> list[dict]:
     result = CliRunner().invoke(app, ["results", "--db", str(db), "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -68,4 +60,4 @@ def test_same_command_reuses_both_runs(smoke_db):
     request = RunRequest("xnli", "asg", profile="smoke", settings=("k=256",))
     outcomes = execute(request, Store(smoke_db))
     assert [o.reused for o in outcomes] == [True, True]
-    assert Store(smoke_db).query("SELECT count(*) AS n FROM runs").n[0] == 2
+    assert Store(smoke_db).query("SELECT count(*) AS n FROM runs WHERE suite = 'xnli' AND profile = 'smoke'").n[0] == 2

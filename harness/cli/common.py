@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Annotated, Iterator, Optional
 
+
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -28,19 +29,26 @@ def user_errors() -> Iterator[None]:
 
 
 class RichProgress:
-    """A ``ProgressFn`` drawing one rich bar per label."""
+    """A ``ProgressFn`` drawing one rich bar per label on stderr; the display starts at the first
+    update, so a command that fails early prints nothing but its error line."""
 
-    def __init__(self, progress: Progress):
-        self.progress, self.tasks = progress, {}
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err_console,
+        )
+        self.tasks: dict[str, int] = {}
 
     def __call__(self, label: str, done: int, total: int) -> None:
+        if not self.tasks:
+            self.progress.start()
         if label not in self.tasks:
             self.tasks[label] = self.progress.add_task(label, total=total)
         self.progress.update(self.tasks[label], completed=done, total=total)
 
+    def __enter__(self) -> RichProgress:
+        return self
 
-def progress_bars() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err_console, transient=False,
-    )
+    def __exit__(self, *exc) -> None:
+        if self.tasks:
+            self.progress.stop()

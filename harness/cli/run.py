@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 import typer
 from rich.table import Table
 
-from harness.cli.common import DbOption, RichProgress, console, err_console, progress_bars, user_errors
+from harness.cli.common import DbOption, RichProgress, console, err_console, user_errors
 from harness.records import RunRecord
 from harness.run import RunOutcome, RunRequest, execute
 from harness.store import Store
@@ -28,8 +28,8 @@ def run(
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
     request = RunRequest(suite, adapter, model, profile, seed, tuple(settings or ()), data_dir, device, force)
     store = Store(db)
-    with user_errors(), progress_bars() as bars:
-        outcomes = execute(request, store, RichProgress(bars))
+    with user_errors(), RichProgress() as progress:
+        outcomes = execute(request, store, progress)
     console.print(_scores_table(outcomes))
     console.print(_summary_table(outcomes))
     for o in outcomes:
