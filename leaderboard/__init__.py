@@ -1,0 +1,1 @@
+"""Streamlit leaderboard over results.duckdb (installed as ``harness.leaderboard``)."""
