@@ -43,6 +43,7 @@ from torch import nn
 from harness.adapter import Adapter, FitContext, ProgressFn
 from harness.config import require_positive
 from harness.errors import ConfigError
+from harness.kmeans import kmeans
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,6 @@ def concept_id_dtype(k: int) -> torch.dtype:
     return torch.int32
 
 
-def _kmeans(points: np.ndarray, k: int, niter: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """faiss k-means; returns (centroids (k, d), nearest-centroid labels (n,))."""
-    km = faiss.Kmeans(points.shape[1], k, niter=niter, seed=seed)
-    km.train(points)
-    _, labels = km.index.search(points, 1)
-    return km.centroids, labels[:, 0]
-
-
 def product_quantize(
     table: np.ndarray, k: int, m: int, shared: bool, niter: int, seed: int, progress: ProgressFn
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -97,14 +90,14 @@ def product_quantize(
     segments = np.ascontiguousarray(table.reshape(V, m, d), dtype=np.float32)
     if shared:
         progress("k-means (shared codebook)", 0, 1)
-        centroids, labels = _kmeans(segments.reshape(V * m, d), k, niter, seed)
+        centroids, labels = kmeans(segments.reshape(V * m, d), k, niter, seed)
         progress("k-means (shared codebook)", 1, 1)
         return centroids, labels.reshape(V, m)
     codebooks = np.empty((m * k, d), dtype=np.float32)
     codes = np.empty((V, m), dtype=np.int64)
     for i in range(m):
         progress("k-means per segment", i, m)
-        codebooks[i * k:(i + 1) * k], codes[:, i] = _kmeans(np.ascontiguousarray(segments[:, i]), k, niter, seed)
+        codebooks[i * k:(i + 1) * k], codes[:, i] = kmeans(np.ascontiguousarray(segments[:, i]), k, niter, seed)
     progress("k-means per segment", m, m)
     return codebooks, codes
 
@@ -171,7 +164,11 @@ class ConceptLMHead(nn.Module):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         lead = hidden.shape[:-1]
         scores = self.segment_scores(hidden.reshape(-1, hidden.shape[-1]))  # (N, m*k)
-        logits = F.embedding_bag(self.score_rows, scores.T.contiguous(), mode="sum")  # (V, N)
+        n = scores.shape[0]
+        # embedding_bag's CPU kernel is ~50x slower for a one-column table (decode at batch 1),
+        # so a lone token is given a duplicate column and the copy dropped afterwards
+        table = scores.T.expand(-1, 2) if n == 1 else scores.T
+        logits = F.embedding_bag(self.score_rows, table.contiguous(), mode="sum")[:, :n]  # (V, N)
         logits = logits.T
         if self.bias is not None:
             logits = logits + self.bias
