@@ -18,7 +18,8 @@ ProgressFn = Callable[[str, int, int], None]
 """``progress(label, done, total)``: how an adapter reports fitting progress."""
 
 
-def _no_progress(label: str, done: int, total: int) -> None:
+def no_progress(label: str, done: int, total: int) -> None:
+    """The default ProgressFn: report nothing."""
     return None
 
 
@@ -33,7 +34,7 @@ class FitContext:
     seed: int = 0
     device: str = "cpu"
     threads: int = 0  # 0 = library default
-    progress: ProgressFn = field(default=_no_progress, compare=False)
+    progress: ProgressFn = field(default=no_progress, compare=False)
 
 
 @dataclass(frozen=True)
@@ -91,16 +92,34 @@ def footprint(model: nn.Module) -> EmbeddingFootprint:
     Tied input/output weights count once. Storage is what ``state_dict`` holds: parameters plus
     persistent buffers (ConceptID maps, index tables, quantized tables). Position and token-type
     tables are not token embeddings and are left out.
+
+    A module whose values are not ``nn.Parameter``s (a quantized table held in integer buffers)
+    reports their number with a method ``stored_values() -> int``; it is counted instead of that
+    module's parameters, in the embedding and in the total parameters, once even when shared.
     """
-    params: dict[int, int] = {}
+    params = _param_counts(_embedding_modules(model))
     stored: dict[int, int] = {}
     for module in _embedding_modules(model):
-        for p in module.parameters():
-            params[id(p)] = p.numel()
         for t in module.state_dict().values():
             stored[t.data_ptr()] = t.numel() * t.element_size()
-    total = sum({id(p): p.numel() for p in model.parameters()}.values())
+    total = sum(_param_counts([model]).values())
     return EmbeddingFootprint(sum(params.values()), sum(stored.values()), total)
+
+
+def _param_counts(roots: list[nn.Module]) -> dict[int, int]:
+    """id of a parameter or a ``stored_values()`` module -> its count, over ``roots`` and their children."""
+    counts: dict[int, int] = {}
+    covered: set[int] = set()
+    for root in roots:
+        for module in root.modules():
+            if hasattr(module, "stored_values"):
+                counts[id(module)] = module.stored_values()
+                covered.update(id(p) for p in module.parameters())
+    for root in roots:
+        for p in root.parameters():
+            if id(p) not in covered:
+                counts[id(p)] = p.numel()
+    return counts
 
 
 class Adapter(ABC):

@@ -21,10 +21,10 @@ import torch
 from transformers import AutoConfig, set_seed
 
 from harness import models
-from harness.adapter import Adapter, FitContext, ProgressFn, _no_progress
+from harness.adapter import Adapter, FitContext, ProgressFn, no_progress
 from harness.config import as_dict, build_config, config_fields, parse_assignments
 from harness.data import data_root
-from harness.efficiency import forward_latency
+from harness.efficiency import measure
 from harness.errors import ConfigError
 from harness.metrics import pct_base
 from harness.provenance import git_sha, hardware, resolve_device, versions
@@ -113,7 +113,7 @@ def plan(request: RunRequest) -> Plan:
     return Plan(suite, suite_config, adapter, ref, spec, data_root(request.data_dir), device, request.force)
 
 
-def execute(request: RunRequest, store: Store, progress: ProgressFn = _no_progress) -> list[RunOutcome]:
+def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progress) -> list[RunOutcome]:
     """Run (or reuse) the baseline, then the requested method; returns both outcomes."""
     p = plan(request)
     data = _LazyData(p)
@@ -167,9 +167,12 @@ def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | Non
         set_seed(spec.seed)
         model, tokenizer = models.load(p.model_ref, p.suite.head, p.suite.num_labels)
         model, report = adapter.apply(model, FitContext(seed=spec.seed, device=p.device, progress=progress))
-        latency = forward_latency(model, model.config.vocab_size, p.device, seed=spec.seed)
+        efficiency = measure(model, p.model_ref.kind, p.device, seed=spec.seed)
         with tempfile.TemporaryDirectory(prefix="harness-") as workdir:
-            ctx = SuiteContext(spec.profile, spec.seed, p.device, p.suite_config, Path(workdir), progress)
+            ctx = SuiteContext(
+                spec.profile, spec.seed, p.device, p.suite_config, Path(workdir),
+                model=spec.model, config_hash=spec.config_hash, progress=progress,
+            )
             result = p.suite.evaluate(model, tokenizer, data, ctx)
     except BaseException as err:
         failed = dataclasses.replace(rec, status="failed", error=f"{err.__class__.__name__}: {err}"[:2000], finished_at=_now(), wall_s=time.perf_counter() - start)
@@ -177,7 +180,7 @@ def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | Non
         raise
     rec = dataclasses.replace(
         rec, status="finished", finished_at=_now(), wall_s=time.perf_counter() - start, compression=report,
-        scores=_with_pct_base(result.scores, baseline), efficiency=[latency], details=result.details,
+        scores=_with_pct_base(result.scores, baseline), efficiency=efficiency, details=result.details,
     )
     return RunOutcome(rec, reused=False, stored=store.save(rec))
 

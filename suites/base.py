@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from torch import nn
 
-from harness.adapter import ProgressFn, _no_progress
+from harness.adapter import ProgressFn, no_progress
 from harness.models import Head, Kind
 from harness.records import Score
 
@@ -40,7 +40,9 @@ class SuiteContext:
     device: str
     config: Any                       # the suite's own frozen config
     workdir: Path                     # scratch space for this run
-    progress: ProgressFn = field(default=_no_progress, compare=False)
+    model: str = ""                   # the --model name, for clients that label the model (MTEB)
+    config_hash: str = ""             # the run's config hash: the compressed model's revision
+    progress: ProgressFn = field(default=no_progress, compare=False)
 
 
 @dataclass(frozen=True)
