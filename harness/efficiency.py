@@ -1,16 +1,21 @@
-"""Efficiency measured on every run: forward latency, throughput and peak memory at a fixed shape.
+"""Efficiency measured on every run, chosen by model kind, at fixed shapes.
 
-Synthetic token ids are enough here: speed and memory do not depend on the text.
+Encoders: forward latency at batch 8 x 128 tokens. Decoders: prefill latency of a 128-token
+prompt and per-token decode latency with the KV cache, both at batch 1. Each phase records
+p50/p95, tokens/s and peak memory. Synthetic token ids are enough: speed and memory do not depend
+on the text.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from harness.models import Kind
 from harness.records import LatencyStats
 
 _STATUS = Path("/proc/self/status")
@@ -86,3 +91,60 @@ def forward_latency(
         _sync(device)
         samples.append((time.perf_counter() - start) * 1000.0)
     return LatencyStats.from_samples("forward", batch, seq_len, samples, peak.mb)
+
+
+def _prefill_kwargs(model: nn.Module) -> dict:
+    """Logits for the last prompt position only, as generation does, where the model supports it."""
+    return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+
+
+def _timed_ms(fn, device: str):
+    _sync(device)
+    start = time.perf_counter()
+    out = fn()
+    _sync(device)
+    return out, (time.perf_counter() - start) * 1000.0
+
+
+@torch.inference_mode()
+def decode_latency(
+    model: nn.Module, vocab_size: int, device: str, prompt_len: int = 128, new_tokens: int = 16,
+    repeats: int = 3, seed: int = 0,
+) -> list[LatencyStats]:
+    """Prefill and per-token decode latency at batch 1 (greedy-decoding shape, synthetic ids).
+
+    Each repeat prefills a ``prompt_len`` prompt, then feeds ``new_tokens`` single tokens with the
+    KV cache. Phase ``prefill`` keeps one sample per repeat (seq_len = prompt_len); phase
+    ``decode`` keeps one sample per generated token (seq_len 1, so tokens/s = 1000 / p50 ms).
+    The first repeat is a warm-up and is not kept; peak memory covers it.
+    """
+    model.eval().to(device)
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, vocab_size, (1, prompt_len), generator=gen).to(device)
+    steps = torch.randint(0, vocab_size, (new_tokens, 1, 1), generator=gen).to(device)
+    prefill_kwargs = _prefill_kwargs(model)
+    prefill_ms: list[float] = []
+    decode_ms: list[float] = []
+    with PeakMemory(model, device) as peak:
+        for repeat in range(repeats + 1):
+            out, ms = _timed_ms(lambda: model(input_ids=prompt, use_cache=True, **prefill_kwargs), device)
+            cache, times = out.past_key_values, [ms]
+            for step in steps:
+                out, ms = _timed_ms(lambda: model(input_ids=step, past_key_values=cache, use_cache=True), device)
+                cache = out.past_key_values
+                times.append(ms)
+            if repeat:  # repeat 0 warms up
+                prefill_ms.append(times[0])
+                decode_ms.extend(times[1:])
+    return [
+        LatencyStats.from_samples("prefill", 1, prompt_len, prefill_ms, peak.mb),
+        LatencyStats.from_samples("decode", 1, 1, decode_ms, peak.mb),
+    ]
+
+
+def measure(model: nn.Module, kind: Kind, device: str, seed: int = 0) -> list[LatencyStats]:
+    """The efficiency phases for a model of ``kind``: decoders decode, encoders run forward passes."""
+    vocab_size = model.config.vocab_size
+    if kind == "decoder":
+        return decode_latency(model, vocab_size, device, seed=seed)
+    return [forward_latency(model, vocab_size, device, seed=seed)]
