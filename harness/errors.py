@@ -23,3 +23,7 @@ class ModelSourceError(HarnessError):
 
 class StoreError(HarnessError):
     """The results store cannot be read or written."""
+
+
+class StoreBusyError(StoreError):
+    """Another process holds the results database (DuckDB allows one writer); retry shortly."""

@@ -23,8 +23,9 @@ import duckdb
 import pandas as pd
 
 from harness.adapter import CompressionReport
-from harness.errors import StoreError
+from harness.errors import StoreBusyError, StoreError
 from harness.records import LatencyStats, Provenance, RunRecord, RunSpec, Score
+from harness.reference import PaperResult
 
 SCHEMA_VERSION = 1
 
@@ -50,6 +51,11 @@ CREATE TABLE IF NOT EXISTS compression (
 CREATE TABLE IF NOT EXISTS efficiency (
     run_id VARCHAR NOT NULL, phase VARCHAR, batch INTEGER, seq_len INTEGER, p50_ms DOUBLE,
     p95_ms DOUBLE, throughput DOUBLE, peak_mem_mb DOUBLE, samples_ms DOUBLE[]
+);
+CREATE TABLE IF NOT EXISTS paper_results (
+    paper VARCHAR, "table" VARCHAR, method VARCHAR, base_model VARCHAR, config VARCHAR, suite VARCHAR,
+    paper_suite VARCHAR, task VARCHAR, language VARCHAR, setting VARCHAR, metric VARCHAR, value DOUBLE,
+    pct_base DOUBLE, pct_base_printed DOUBLE, emb_param_fraction DOUBLE, model_param_fraction DOUBLE, notes VARCHAR
 );
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
@@ -107,7 +113,8 @@ class Store:
                 break
             except duckdb.Error as err:
                 if not _is_lock_error(err) or attempt == self.retries - 1:
-                    raise StoreError(f"cannot open {self.path}: {str(err).splitlines()[0]}; close the other process or use --db") from None
+                    error = StoreBusyError if _is_lock_error(err) else StoreError
+                    raise error(f"cannot open {self.path}: {str(err).splitlines()[0]}; close the other process or use --db") from None
                 time.sleep(self.wait_s)
         try:
             yield con
@@ -155,6 +162,13 @@ class Store:
             return False
         path.with_suffix(".ingested").touch()
         return True
+
+    def replace_paper_results(self, rows: list[PaperResult]) -> None:
+        """Replace the papers' reported numbers in one transaction (loading twice changes nothing)."""
+        with self._write() as con:
+            con.execute("DELETE FROM paper_results")
+            marks = ", ".join("?" for _ in dataclasses.fields(PaperResult))
+            con.executemany(f"INSERT INTO paper_results VALUES ({marks})", [dataclasses.astuple(r) for r in rows])
 
     def _record_path(self, run_id: str) -> Path:
         return self.records_dir / f"{run_id}.json"
