@@ -72,3 +72,19 @@ def smoke_db(tmp_path_factory, data_dir) -> Path:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return db
+
+
+@pytest.fixture(scope="session")
+def leaderboard_db(smoke_db, tmp_path_factory) -> Path:
+    """A copy of ``smoke_db`` with the papers' reported numbers loaded (``harness reference load``)."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    db = tmp_path_factory.mktemp("leaderboard") / "results.duckdb"
+    shutil.copy(smoke_db, db)
+    result = CliRunner().invoke(app, ["reference", "load", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    return db

@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from harness.cli import listing, reference, results, run
+from harness.cli import leaderboard, listing, reference, results, run
 
 app = typer.Typer(
     name="harness",
@@ -19,6 +19,7 @@ app.command("run")(run.run)
 app.command("results")(results.results)
 app.add_typer(listing.list_app, name="list")
 app.command("show")(listing.show)
+app.command("leaderboard")(leaderboard.leaderboard)
 app.add_typer(reference.reference_app, name="reference")
 
 

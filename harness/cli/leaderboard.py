@@ -1,0 +1,46 @@
+"""``harness leaderboard``: the Streamlit app over the results database, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from importlib.resources import files
+from typing import Annotated
+
+import typer
+
+from harness.cli.common import DbOption, user_errors
+from harness.errors import ConfigError
+from harness.store import default_path
+
+
+def _check_port_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            raise ConfigError(f"port {port} on 127.0.0.1 is in use; pass another with --port") from None
+
+
+def streamlit_command(port: int) -> list[str]:
+    """``streamlit run`` on the app: loopback only, headless, no usage statistics."""
+    app = str(files("harness.leaderboard") / "app.py")
+    return [
+        sys.executable, "-m", "streamlit", "run", app, "--server.headless", "true",
+        "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+    ]
+
+
+def leaderboard(
+    db: DbOption = None,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port on 127.0.0.1.")] = 8501,
+) -> None:
+    """Start the leaderboard (read-only) and print its URL; Ctrl+C stops it."""
+    path = default_path(db)
+    with user_errors():
+        _check_port_free(port)
+    typer.echo(f"leaderboard on http://127.0.0.1:{port} (database {path}, read-only); Ctrl+C stops it")
+    sys.stdout.flush()
+    command = streamlit_command(port)
+    os.execve(command[0], command, {**os.environ, "HARNESS_DB": str(path)})  # signals reach streamlit itself

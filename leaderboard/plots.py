@@ -1,0 +1,133 @@
+"""Plotly figures: the Pareto view, the per-language heatmap and the efficiency bars."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from harness.leaderboard.frames import config_label, pareto_frontier, run_label
+
+BASELINE_COLOUR = "#7f7f7f"
+PAPER_COLOUR = "#222222"
+FRONTIER_NAME = "Pareto frontier"
+PAPERS_NAME = "papers (reported)"
+# label corner -> offset of the label's centre from its marker, in axis fractions
+LABEL_OFFSETS = {"top left": (-0.07, 0.04), "top right": (0.07, 0.04), "bottom left": (-0.07, -0.04), "bottom right": (0.07, -0.04)}
+
+
+def label_positions(u: np.ndarray, v: np.ndarray) -> list[str]:
+    """A corner per marker (u: log10 x, v: y) whose label lies farthest from the labels and
+    markers placed so far; labels near an edge point inwards so they are not cut off."""
+    span = lambda a: (a - a.min()) / (np.ptp(a) or 1.0)  # noqa: E731
+    pts = np.column_stack([span(u), span(v)])
+    taken, chosen = [*pts], []
+    for x, y in pts:
+        corners = {k: (x + dx, y + dy) for k, (dx, dy) in LABEL_OFFSETS.items() if not (x > 0.8 and dx > 0 or x < 0.2 and dx < 0)}
+        best = max(corners, key=lambda k: min(np.hypot(corners[k][0] - a, (corners[k][1] - b) * 2) for a, b in taken))
+        taken.append(corners[best])
+        chosen.append(best)
+    return chosen
+
+
+def adapter_colours(names) -> dict[str, str]:
+    """One colour per adapter (and paper method), stable for a given set; the baseline is grey."""
+    palette = list(qualitative.Plotly)
+    others = sorted(a for a in set(names) if a != "none")
+    return {"none": BASELINE_COLOUR, **{a: palette[i % len(palette)] for i, a in enumerate(others)}}
+
+
+def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter:
+    custom = list(zip(
+        rows.config.map(config_label), rows.value, rows.ci_low, rows.ci_high, rows.storage_bytes / 1e6, rows.run_id,
+    ))
+    return go.Scatter(
+        x=rows.emb_param_fraction, y=rows.pct_base, mode="markers", name=adapter, customdata=custom,
+        marker=dict(color=colour, size=12, line=dict(color="white", width=1)),
+        hovertemplate=(
+            f"<b>{adapter}</b> %{{customdata[0]}}<br>score %{{customdata[1]:.4f}} "
+            "[%{customdata[2]:.4f}, %{customdata[3]:.4f}] (95% CI)<br>%Base %{y:.1f}<br>"
+            "embedding params kept %{x:.3%}<br>storage %{customdata[4]:.1f} MB<br>%{customdata[5]}<extra></extra>"
+        ),
+    )
+
+
+def _paper_trace(papers: pd.DataFrame, colours: dict[str, str]) -> go.Scatter:
+    """Hollow markers in the colour of the paper's method, labelled paper and base model."""
+    labels = [f"{p} paper · {m}" for p, m in zip(papers.paper, papers.base_model.fillna("?"))]
+    custom = list(zip(papers.method, papers.config.fillna("-"), papers.setting.fillna("-"), papers.table, papers.value))
+    return go.Scatter(
+        x=papers.emb_param_fraction, y=papers.pct_base, mode="markers+text", name=PAPERS_NAME, text=labels,
+        textposition=label_positions(np.log10(papers.emb_param_fraction.to_numpy()), papers.pct_base.to_numpy()),
+        textfont=dict(size=10, color=PAPER_COLOUR), customdata=custom,
+        marker=dict(symbol="circle-open", size=11, color=[colours.get(m, PAPER_COLOUR) for m in papers.method], line=dict(width=2)),
+        hovertemplate=(
+            "<b>%{text}</b><br>%{customdata[0]} %{customdata[1]}<br>setting %{customdata[2]}, "
+            "%{customdata[3]}<br>reported %{customdata[4]}<br>%Base %{y:.1f}<br>"
+            "embedding params kept %{x:.3%}<extra></extra>"
+        ),
+    )
+
+
+def pareto_figure(points: pd.DataFrame, papers: pd.DataFrame | None, colours: dict[str, str]) -> go.Figure:
+    """%Base against the fraction of embedding parameters kept (log x), one trace per adapter,
+    the frontier of the measured points, and the papers' points as hollow markers."""
+    fig = go.Figure()
+    frontier = pareto_frontier(points)
+    fig.add_trace(go.Scatter(
+        x=frontier.emb_param_fraction, y=frontier.pct_base, mode="lines", name=FRONTIER_NAME,
+        line=dict(color="#999999", dash="dash", shape="hv"), hoverinfo="skip",
+    ))
+    for adapter, rows in points.groupby("adapter", sort=True):
+        fig.add_trace(_measured_trace(adapter, rows, colours[adapter]))
+    if papers is not None and len(papers):
+        fig.add_trace(_paper_trace(papers, colours))
+    fig.add_hline(y=100, line=dict(color="#cccccc", width=1, dash="dot"))
+    shown = pd.concat([points.emb_param_fraction, papers.emb_param_fraction if papers is not None else None]).dropna()
+    fig.update_layout(
+        height=520, margin=dict(l=10, r=10, t=30, b=10), legend=dict(title="adapter"),
+        xaxis=dict(
+            type="log", title="embedding parameters kept (fraction of the base model's, log scale)", tickformat=".2~p",
+            range=[np.log10(shown.min() / 2), np.log10(1.6)],
+        ),
+        yaxis=dict(title="%Base (score / baseline × 100)"),
+    )
+    return fig
+
+
+def language_heatmap(matrix: pd.DataFrame) -> go.Figure:
+    """Adapters x languages, %Base: green above 100, red below, saturating 50 points away."""
+    values = matrix.to_numpy(dtype=float)
+    known = values[np.isfinite(values)]
+    reach = float(np.clip(np.abs(known - 100.0).max(), 5.0, 50.0)) if known.size else 50.0
+    fig = go.Figure(go.Heatmap(
+        z=values, x=list(matrix.columns), y=list(matrix.index), colorscale="RdYlGn",
+        zmin=100 - reach, zmax=100 + reach, texttemplate="%{z:.0f}", colorbar=dict(title="%Base"),
+        hovertemplate="%{y}<br>%{x}: %Base %{z:.1f}<extra></extra>",
+    ))
+    fig.update_layout(height=140 + 36 * len(matrix), margin=dict(l=10, r=10, t=30, b=10), yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def efficiency_figure(eff: pd.DataFrame, colours: dict[str, str]) -> go.Figure:
+    """Latency (p50 bar, p95 whisker), throughput and peak memory per run, horizontal bars;
+    ``eff`` holds one phase and shape (named in the page's heading)."""
+    eff = eff.assign(label=[f"{run_label(a, c)} · {s}" for a, c, s in zip(eff.adapter, eff.config, eff.suite)])
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=(
+        "p50 latency ms (whisker: p95)", "throughput, tokens/s", "peak memory, MB"))
+    bar_colours = [colours[a] for a in eff.adapter]
+    fig.add_trace(go.Bar(
+        y=eff.label, x=eff.p50_ms, orientation="h", marker_color=bar_colours, name="p50 ms",
+        error_x=dict(type="data", symmetric=False, array=eff.p95_ms - eff.p50_ms, arrayminus=[0] * len(eff)),
+        hovertemplate="%{y}<br>p50 %{x:.1f} ms<extra></extra>",
+    ), row=1, col=1)
+    for col, (column, unit) in enumerate((("throughput", "tokens/s"), ("peak_mem_mb", "MB")), start=2):
+        fig.add_trace(go.Bar(
+            y=eff.label, x=eff[column], orientation="h", marker_color=bar_colours, name=unit,
+            hovertemplate=f"%{{y}}<br>%{{x:,.0f}} {unit}<extra></extra>",
+        ), row=1, col=col)
+    fig.update_layout(height=170 + 40 * len(eff), showlegend=False, margin=dict(l=10, r=10, t=60, b=10))
+    fig.update_yaxes(autorange="reversed")
+    return fig

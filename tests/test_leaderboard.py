@@ -1,0 +1,160 @@
+"""The leaderboard app (AppTest) over databases from real smoke runs, and `harness reference load`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.leaderboard.frames import pareto_frontier
+from harness.leaderboard.plots import FRONTIER_NAME, PAPERS_NAME
+from harness.reference import read_paper_results
+from harness.store import Store
+from tests.conftest import REPO
+
+APP = str(REPO / "leaderboard" / "app.py")
+
+
+def _render(db, monkeypatch) -> AppTest:
+    monkeypatch.setenv("HARNESS_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _charts(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def _values(array) -> list:
+    """A plotly array as a list (plotly sends numeric arrays as base64 ``bdata``)."""
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
+    return list(array)
+
+
+def _results_json(db) -> list[dict]:
+    result = CliRunner().invoke(app, ["results", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_reference_load_is_idempotent(tmp_path):
+    db = tmp_path / "papers.duckdb"
+    for _ in range(2):
+        result = CliRunner().invoke(app, ["reference", "load", "--db", str(db)])
+        assert result.exit_code == 0, result.output
+    rows = Store(db).query("SELECT * FROM paper_results")
+    assert len(rows) == len(read_paper_results()) == 1342
+    # paper 000 Table 1, XLM-R zero-shot: printed %Base 67.39 is a typo; 68.05 / 71.94 is what we plot
+    row = rows[(rows.paper == "asg") & (rows.base_model == "xlm-r") & (rows.setting == "zero-shot") & (rows.metric == "accuracy") & (rows.method == "asg")]
+    assert row.pct_base_printed.item() == pytest.approx(67.39)
+    assert row.pct_base.item() == pytest.approx(68.05 / 71.94 * 100)
+    assert row.emb_param_fraction.item() == pytest.approx(0.004)
+    assert set(rows.suite) >= {"xnli", "qa", "mteb_clf", "word_sim"}
+
+
+def test_reference_load_bad_csv_is_one_line_error(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("paper,value\nasg,1\n")
+    result = CliRunner().invoke(app, ["reference", "load", "--db", str(tmp_path / "x.duckdb"), "--csv", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and "lacks columns" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_leaderboard_on_a_taken_port_is_one_line_error(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["leaderboard", "--db", str(tmp_path / "r.duckdb"), "--port", str(port)])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: port {port} on 127.0.0.1 is in use; pass another with --port\n"
+
+
+def test_app_renders_all_tabs(leaderboard_db, monkeypatch):
+    at = _render(leaderboard_db, monkeypatch)
+    assert at.title[0].value == "Compressed-embedding leaderboard"
+    assert [t.label for t in at.tabs] == ["Pareto", "Table", "Languages", "Efficiency", "Run detail"]
+    heatmap = next(c for c in _charts(at) if c["data"][0]["type"] == "heatmap")
+    assert heatmap["data"][0]["x"][-1] == "avg" and len(heatmap["data"][0]["x"]) == 16
+    assert "asg" in at.selectbox[0].options[0] or "asg" in at.selectbox[0].options[1]
+
+
+def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeypatch):
+    at = _render(leaderboard_db, monkeypatch)
+    pareto = _charts(at)[0]
+    names = [t["name"] for t in pareto["data"]]
+    adapters = sorted(Store(leaderboard_db).query("SELECT DISTINCT adapter FROM runs").adapter)
+    assert names == [FRONTIER_NAME, *adapters, PAPERS_NAME]
+    assert pareto["layout"]["xaxis"]["type"] == "log"
+    papers = pareto["data"][-1]
+    assert papers["marker"]["symbol"] == "circle-open"
+    assert "asg paper · xlm-r" in papers["text"] and len(papers["text"]) == 8  # paper 000 Table 1: XNLI accuracy, 2 models x 2 settings x (asg, sg)
+    asg = pareto["data"][names.index("asg")]
+    avg = [r for r in _results_json(leaderboard_db) if r["adapter"] == "asg" and r["language"] == "avg"]
+    assert _values(asg["x"]) == pytest.approx([avg[0]["emb_param_fraction"]])
+    assert _values(asg["y"]) == pytest.approx([avg[0]["pct_base"]])
+
+    at.toggle[0].set_value(False).run()
+    assert PAPERS_NAME not in [t["name"] for t in _charts(at)[0]["data"]]
+
+
+def test_table_equals_harness_results_json(leaderboard_db, monkeypatch):
+    at = _render(leaderboard_db, monkeypatch)
+    table = next(df.value for df in at.dataframe if "%Base" in df.value.columns)
+    expected = {r["run_id"]: r for r in _results_json(leaderboard_db) if r["language"] == "avg"}
+    assert sorted(table.run_id) == sorted(expected)
+    for row in table.to_dict("records"):
+        want = expected[row["run_id"]]
+        assert (row["adapter"], row["model"], row["profile"], row["metric"]) == (want["adapter"], want["model"], want["profile"], want["metric"])
+        got = [row["score"], row["CI low"], row["CI high"], row["%Base"], row["emb. fraction"], row["storage MB"] * 1e6]
+        assert got == pytest.approx([want[k] for k in ("value", "ci_low", "ci_high", "pct_base", "emb_param_fraction", "storage_bytes")])
+    assert table.set_index("adapter")["latency × base"]["none"] == pytest.approx(1.0)
+    assert at.get("download_button")
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty file", "papers only"])
+def test_first_run_message(kind, tmp_path, monkeypatch):
+    db = tmp_path / "results.duckdb"
+    if kind == "empty file":
+        db.touch()
+    elif kind == "papers only":
+        assert CliRunner().invoke(app, ["reference", "load", "--db", str(db)]).exit_code == 0
+    at = _render(db, monkeypatch)
+    message = at.info[0].value
+    assert "No runs in" in message and "harness run --suite xnli --adapter asg" in message
+    assert not at.get("plotly_chart")
+
+
+def test_busy_database_shows_a_note_not_a_crash(leaderboard_db, monkeypatch):
+    at = _render(leaderboard_db, monkeypatch)
+    hold = "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(120)"
+    writer = subprocess.Popen([sys.executable, "-c", hold, str(leaderboard_db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "held"
+        os.utime(leaderboard_db)  # as a writer's commit would: the cached answers are stale now
+        at.run()
+        assert not at.exception
+        assert "database is busy" in at.warning[0].value and "showing what was read at" in at.warning[0].value
+        assert _charts(at), "the last snapshot stays on screen"
+        fresh = AppTest.from_file(APP, default_timeout=60).run()  # a new session has nothing to fall back on
+        assert not fresh.exception and "nothing read yet" in fresh.warning[0].value
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_pareto_frontier_is_the_staircase_of_undominated_points():
+    points = pd.DataFrame({"emb_param_fraction": [1.0, 0.01, 0.02, 0.001, 0.05], "pct_base": [100.0, 97.0, 96.0, 95.0, 99.0]})
+    frontier = pareto_frontier(points)
+    assert list(zip(frontier.emb_param_fraction, frontier.pct_base)) == [(0.001, 95.0), (0.01, 97.0), (0.05, 99.0), (1.0, 100.0)]
