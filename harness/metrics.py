@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -27,6 +28,37 @@ def bootstrap_ci(
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(stats, [tail, 1.0 - tail])
     return float(low), float(high)
+
+
+def bootstrap_ratio_ci(
+    numerators: np.ndarray, denominators: np.ndarray, rng: np.random.Generator,
+    n_boot: int = 1000, confidence: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of a ratio of sums, sum(num) / sum(den), resampling units together.
+
+    For corpus-level rates over documents (bits per byte = NLL over bytes, bytes per token): each
+    resample draws documents with replacement and recomputes the pooled ratio, so long documents
+    weigh as much as they do in the point estimate.
+    """
+    num, den = np.asarray(numerators, dtype=np.float64), np.asarray(denominators, dtype=np.float64)
+    stats = np.empty(n_boot)
+    for start in range(0, n_boot, 100):
+        stop = min(start + 100, n_boot)
+        idx = rng.integers(0, len(num), size=(stop - start, len(num)))
+        stats[start:stop] = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(stats, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def bits_per_byte(total_nll_nats: float, n_bytes: int) -> float:
+    """Bits per UTF-8 byte: total negative log-likelihood (nats) / ln 2 / bytes.
+
+    Paper 003 (Section 7, footnote 17; Appendix C.2): "BPB normalizes negative log-likelihood by
+    the number of UTF-8 bytes in the evaluation text", well-defined across tokenizers; lower is
+    better. lm-eval's ``bits_per_byte`` aggregation is the same formula.
+    """
+    return total_nll_nats / math.log(2) / n_bytes
 
 
 def pct_base(value: float, baseline: float, higher_is_better: bool = True) -> float | None:

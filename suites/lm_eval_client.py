@@ -1,0 +1,91 @@
+"""Protocol: lm-eval tasks on a compressed model object, through lm-eval's own HFLM client.
+
+* The model goes to lm-eval as ``HFLM(pretrained=<model object>, tokenizer=<tokenizer object>)``.
+  HFLM calls ``tie_weights()``; adapters clear the tie flag when they replace the output head
+  (``harness.adapters.asg.untie``), so the compressed head survives.
+* Tasks are lm-eval YAML files under ``suites/lm_eval_tasks/<folder>/``. They only look up
+  fields; their ``dataset_kwargs.data_files`` name a JSONL file that the suite writes into the
+  run's workdir at run time. :func:`render_tasks` copies the YAMLs there with those names turned
+  into absolute paths (lm-eval resolves relative paths against the current directory) and the
+  datasets cache inside the workdir.
+* No request cache: lm-eval's cache key ignores the model identity (lm-eval issue 2715), so a
+  shared cache would hand the baseline's answers to the compressed model.
+* Per-document values come from lm-eval's logged samples, so suites bootstrap their own CIs
+  (lm-eval gives ``bits_per_byte`` no stderr).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import yaml
+from torch import nn
+
+from harness.suites.base import SuiteContext
+
+TASKS_DIR = Path(__file__).with_name("lm_eval_tasks")
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
+    """One JSON object per line (UTF-8), the layout lm-eval's ``json`` dataset reads."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+def render_tasks(folders: list[str], workdir: Path, data_files: dict[str, Path]) -> Path:
+    """Copy ``lm_eval_tasks/<folder>/*.yaml`` into ``workdir`` with absolute data paths.
+
+    Each ``data_files`` value in a YAML is a file name; it becomes ``data_files[name]``, absolute.
+    A task whose data file the suite did not write (a language not selected) is left out.
+    Returns the folder to pass as ``TaskManager(include_path=...)``.
+    """
+    root = workdir / "lm_eval_tasks"
+    for folder in folders:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        for source in sorted((TASKS_DIR / folder).glob("*.yaml")):
+            config = yaml.safe_load(source.read_text(encoding="utf-8"))
+            files = config.get("dataset_kwargs", {}).get("data_files", {})
+            if any(name not in data_files for name in files.values()):
+                continue
+            if files:
+                config["dataset_kwargs"]["data_files"] = {split: str(data_files[name].resolve()) for split, name in files.items()}
+                config["dataset_kwargs"]["cache_dir"] = str((workdir / "datasets_cache").resolve())
+            text = yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
+            (root / folder / source.name).write_text(text, encoding="utf-8")
+    return root
+
+
+def run_tasks(
+    model: nn.Module, tokenizer: Any, tasks: list[str], include_path: Path, metric: str, ctx: SuiteContext,
+    batch_size: int, max_length: int,
+) -> dict[str, np.ndarray]:
+    """Evaluate ``tasks`` with lm-eval; returns, per task, ``metric``'s value for every document.
+
+    Values are in document order: a float per document for ``acc``, a row (log-likelihood,
+    UTF-8 bytes) for ``bits_per_byte``. Rolling log-likelihoods need ``batch_size=1`` (a batch
+    of 2048-token windows holds batch x 2048 x V fp32 logits).
+    """
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    model.eval().to(ctx.device)
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length)
+    manager = TaskManager(include_path=str(include_path), include_defaults=False)
+    ctx.progress("lm-eval", 0, 1)
+    out = lm_eval.simple_evaluate(
+        model=lm, tasks=tasks, task_manager=manager, log_samples=True, bootstrap_iters=0,
+        use_cache=None, cache_requests=False, random_seed=ctx.seed, numpy_random_seed=ctx.seed,
+        torch_random_seed=ctx.seed, fewshot_random_seed=ctx.seed, verbosity="WARNING",
+    )
+    ctx.progress("lm-eval", 1, 1)
+    return {
+        task: np.asarray([s[metric] for s in sorted(out["samples"][task], key=lambda s: s["doc_id"])], dtype=np.float64)
+        for task in tasks
+    }
