@@ -1,0 +1,40 @@
+"""The MTEB wrapper around a compressed encoder: protocol, metadata, mean pooling."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from mteb.models import EncoderProtocol
+from mteb.models.model_meta import ModelMeta
+
+from harness import models
+from harness.adapter import FitContext
+from harness.adapters.asg import AsgAdapter, AsgConfig
+from harness.suites.mteb_clf import Banking77Local
+from harness.suites.mteb_encoder import CompressedEncoder, mean_pool, model_meta
+
+
+def test_wrapper_is_an_encoder_with_the_compressed_counts():
+    model, tokenizer = models.load(models.resolve("minilm"), "base")
+    asg, report = AsgAdapter(AsgConfig(k=64, m=8, niter=5)).apply(model, FitContext(seed=0))
+    meta = model_meta("minilm", "0123456789abcdef", asg, max_tokens=128)
+    encoder = CompressedEncoder(asg, tokenizer, meta, "cpu")
+    assert isinstance(encoder, EncoderProtocol)
+    assert isinstance(encoder.mteb_model_meta, ModelMeta)
+    assert meta.name == "harness/minilm" and meta.revision == "0123456789abcdef" and meta.embed_dim == 384
+    assert meta.n_embedding_parameters == report.embedding_params_after == 64 * 384
+    assert meta.n_parameters == report.total_params_after < report.total_params_before
+
+    texts = ["card still not here", "how do I top up?", "exchange rate seems wrong for my payment"]
+    batches = [{"text": texts[:2]}, {"text": texts[2:]}]
+    out = encoder.encode(batches, task_metadata=Banking77Local.metadata, hf_split="test", hf_subset="default")
+    assert out.shape == (3, 384)
+    enc = tokenizer(texts[2:], return_tensors="pt")
+    with torch.inference_mode():
+        want = asg(**enc).last_hidden_state.mean(1)  # one unpadded text: mean over all tokens
+    np.testing.assert_allclose(out[2], want[0].numpy(), atol=1e-5)
+
+
+def test_mean_pool_ignores_padding():
+    hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])
+    assert mean_pool(hidden, torch.tensor([[1, 1, 0]])).tolist() == [[2.0, 3.0]]
