@@ -142,9 +142,15 @@ def decode_latency(
     ]
 
 
-def measure(model: nn.Module, kind: Kind, device: str, seed: int = 0) -> list[LatencyStats]:
-    """The efficiency phases for a model of ``kind``: decoders decode, encoders run forward passes."""
+def measure(model: nn.Module, kind: Kind, device: str, seed: int = 0, smoke: bool = False) -> list[LatencyStats]:
+    """The efficiency phases for a model of ``kind``: decoders decode, encoders run forward passes.
+
+    ``smoke`` (the test profile) times small shapes a few times: the figures only show that the
+    measurement runs; the recorded batch and seq_len say which shape was timed.
+    """
     vocab_size = model.config.vocab_size
     if kind == "decoder":
-        return decode_latency(model, vocab_size, device, seed=seed)
-    return [forward_latency(model, vocab_size, device, seed=seed)]
+        shape = {"prompt_len": 16, "new_tokens": 4, "repeats": 1} if smoke else {}
+        return decode_latency(model, vocab_size, device, seed=seed, **shape)
+    shape = {"batch": 2, "seq_len": 32, "warmup": 1, "repeats": 3} if smoke else {}
+    return [forward_latency(model, vocab_size, device, seed=seed, **shape)]

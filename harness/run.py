@@ -99,11 +99,12 @@ def plan(request: RunRequest) -> Plan:
     to_adapter, to_suite = _split_settings(parse_assignments(list(request.settings)), adapter_cls, suite)
     adapter = adapter_cls(build_config(adapter_cls.config_class, to_adapter, f"adapter '{adapter_cls.name}'"))
     suite_config = build_config(suite.config_class, to_suite, f"suite '{suite.name}'")
-    ref = models.resolve(request.model or suite.default_model)
+    ref = models.resolve(request.model or models.preferred(suite.default_model))
     if ref.kind not in suite.kinds:
         raise ConfigError(f"suite '{suite.name}' needs a {' or '.join(suite.kinds)} model; '{ref.name}' is a {ref.kind}")
     config = AutoConfig.from_pretrained(ref.location)
     adapter.check(config.vocab_size, config.hidden_size)
+    suite = suite.for_model(config)
     spec = RunSpec(
         model=ref.name, model_revision=ref.revision, adapter=adapter.name, adapter_config=as_dict(adapter.config),
         suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
@@ -167,7 +168,7 @@ def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | Non
         set_seed(spec.seed)
         model, tokenizer = models.load(p.model_ref, p.suite.head, p.suite.num_labels)
         model, report = adapter.apply(model, FitContext(seed=spec.seed, device=p.device, progress=progress))
-        efficiency = measure(model, p.model_ref.kind, p.device, seed=spec.seed)
+        efficiency = measure(model, p.model_ref.kind, p.device, seed=spec.seed, smoke=spec.profile == "smoke")
         with tempfile.TemporaryDirectory(prefix="harness-") as workdir:
             ctx = SuiteContext(
                 spec.profile, spec.seed, p.device, p.suite_config, Path(workdir),

@@ -38,8 +38,19 @@ def run(
     console.print(f"results in {store.path}")
 
 
+# Metrics that are proportions, shown in percent; other metrics (bits per byte, bytes per token,
+# vocabulary size) are shown as they are.
+PERCENT_METRICS = frozenset({"accuracy", "acc", "acc_norm", "f1", "whole_word_share"})
+
+
 def _fmt(v: float | None, digits: int = 2, scale: float = 100.0) -> str:
     return "-" if v is None else f"{v * scale:.{digits}f}"
+
+
+def _value(v: float | None, metric: str) -> str:
+    if metric in PERCENT_METRICS or v is None:
+        return _fmt(v)
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4f}"
 
 
 def _scores_table(outcomes: list[RunOutcome]) -> Table:
@@ -65,7 +76,9 @@ def _scores_table(outcomes: list[RunOutcome]) -> Table:
 def _with_ci(s) -> str:
     if s is None:
         return "-"
-    return f"{_fmt(s.value)} [{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]"
+    if s.ci_low is None:
+        return _value(s.value, s.metric)
+    return f"{_value(s.value, s.metric)} [{_value(s.ci_low, s.metric)}, {_value(s.ci_high, s.metric)}]"
 
 
 def _summary_table(outcomes: list[RunOutcome]) -> Table:
@@ -73,29 +86,34 @@ def _summary_table(outcomes: list[RunOutcome]) -> Table:
     table.add_column("")
     for o in outcomes:
         table.add_column(f"{o.record.spec.adapter}{' (reused)' if o.reused else ''}", justify="right")
-    rows = [_summary_column(o.record) for o in outcomes]
-    for i, label in enumerate(SUMMARY_ROWS):
+    phases = [e.phase for e in outcomes[0].record.efficiency]
+    labels = [*SUMMARY_ROWS, *(f"{phase} {what}" for phase in phases for what in ("p50 / p95 ms", "tokens/s")), "peak memory MB", "wall time s"]
+    rows = [_summary_column(o.record, phases) for o in outcomes]
+    for i, label in enumerate(labels):
         table.add_row(label, *[col[i] for col in rows])
     return table
 
 
-SUMMARY_ROWS = (
-    "run id", "embedding params", "embedding-param fraction", "storage bytes (id maps incl.)",
-    "total params", "forward p50 / p95 ms", "tokens/s", "peak memory MB", "wall time s",
-)
+SUMMARY_ROWS = ("run id", "embedding params", "embedding-param fraction", "storage bytes (id maps incl.)", "total params")
 
 
-def _summary_column(r: RunRecord) -> list[str]:
+def _summary_column(r: RunRecord, phases: list[str]) -> list[str]:
+    """One column: compression, then p50/p95 and tokens/s per efficiency phase (forward, or
+    prefill and decode), peak memory over the phases, wall time."""
     c = r.compression
-    e = r.efficiency[0] if r.efficiency else None
+    by_phase = {e.phase: e for e in r.efficiency}
+    timing = []
+    for phase in phases:
+        e = by_phase.get(phase)
+        timing += [f"{e.p50_ms:.1f} / {e.p95_ms:.1f}", f"{e.throughput:,.0f}"] if e else ["-", "-"]
+    peak = max((e.peak_mem_mb for e in r.efficiency), default=None)
     return [
         r.run_id,
         f"{c.embedding_params_before:,} -> {c.embedding_params_after:,}",
         f"{c.emb_param_fraction:.2%}",
         f"{c.storage_bytes_before:,} -> {c.storage_bytes_after:,}",
         f"{c.total_params_after:,}",
-        f"{e.p50_ms:.1f} / {e.p95_ms:.1f}" if e else "-",
-        f"{e.throughput:,.0f}" if e else "-",
-        f"{e.peak_mem_mb:.0f}" if e else "-",
+        *timing,
+        f"{peak:.0f}" if peak is not None else "-",
         f"{r.wall_s:.1f}" if r.wall_s is not None else "-",
     ]

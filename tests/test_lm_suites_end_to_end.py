@@ -1,0 +1,65 @@
+"""`harness run` end to end on the smoke profile for bpb, lm_eval, tokenizer and mteb_clf.
+
+Real packaged models (SmolLM2, MiniLM), real data, DuckDB in tmp_path; ASG with a small k and
+m so that k-means stays cheap.
+"""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.run import RunRequest, execute
+from harness.store import Store
+
+SMALL_ASG = ("k=64", "m=8", "niter=5")
+
+
+def test_bpb_base_and_asg_with_inverted_pct_base_and_decode_efficiency(tmp_path):
+    db = tmp_path / "results.duckdb"
+    args = ["run", "--suite", "bpb", "--adapter", "asg", "--profile", "smoke", "--db", str(db)]
+    result = CliRunner().invoke(app, args + [a for kv in SMALL_ASG for a in ("--set", kv)])
+    assert result.exit_code == 0, result.output
+    assert "bits_per_byte" in result.output and "decode tokens/s" in result.output
+    store = Store(db)
+    ids = store.query("SELECT run_id FROM runs ORDER BY started_at").run_id.tolist()
+    base, asg = (store.load(i) for i in ids)
+    (b,), (a,) = base.scores, asg.scores
+    assert b.metric == a.metric == "bits_per_byte" and not a.higher_is_better
+    assert 0.5 < b.value < 3 and a.value > b.value  # post-hoc PQ of the tied table costs bits
+    assert a.pct_base == pytest.approx(100 * b.value / a.value) and b.pct_base == pytest.approx(100)
+    assert asg.compression.embedding_params_after == 64 * 576  # one codebook set, shared by the tied head
+    assert [e.phase for e in asg.efficiency] == ["prefill", "decode"]
+    prefill, decode = asg.efficiency
+    assert (prefill.batch, prefill.seq_len, decode.batch, decode.seq_len) == (1, 16, 1, 1)  # smoke shape
+    assert decode.throughput == pytest.approx(1000 / decode.p50_ms) and decode.peak_mem_mb > 0
+    assert asg.details["documents"] == 3
+
+
+def test_lm_eval_zero_shot_xnli_and_sst2(tmp_path):
+    (out,) = execute(RunRequest("lm_eval", "none", profile="smoke", settings=("languages=en,de",)), Store(tmp_path / "r.duckdb"))
+    scores = {(s.task, s.language): s for s in out.record.scores}
+    assert set(scores) == {("xnli", "en"), ("xnli", "de"), ("xnli", "avg"), ("sst2", "en")}
+    assert all(0 <= s.value <= 1 and s.metric == "acc" and s.ci_low <= s.value <= s.ci_high for s in scores.values())
+    assert scores[("xnli", "en")].n == 3 and scores[("sst2", "en")].n == 4
+    assert out.record.details["xnli_languages"] == ["en", "de"]
+
+
+def test_tokenizer_statistics_on_minilm(tmp_path):
+    (out,) = execute(RunRequest("tokenizer", "none", model="minilm", profile="smoke"), Store(tmp_path / "r.duckdb"))
+    scores = {(s.task, s.language, s.metric): s.value for s in out.record.scores}
+    assert scores[("vocabulary", "all", "vocab_size")] == 30522
+    assert 3 < scores[("wikitext2", "en", "bytes_per_token")] < 6
+    assert 0 < scores[("xnli", "en", "whole_word_share")] <= 1
+    assert len([k for k in scores if k[0] == "xnli" and k[2] == "bytes_per_token"]) == 15
+
+
+def test_mteb_classification_base_and_asg(tmp_path):
+    outcomes = execute(RunRequest("mteb_clf", "asg", profile="smoke", settings=SMALL_ASG), Store(tmp_path / "r.duckdb"))
+    base, asg = (o.record for o in outcomes)
+    assert [(s.task, s.metric) for s in asg.scores] == [("banking77", "accuracy"), ("tweeteval_sentiment", "accuracy")]
+    for b, a in zip(base.scores, asg.scores):
+        assert 0 <= a.value <= 1 and a.ci_low <= a.value <= a.ci_high and a.n == 32
+        assert a.pct_base == (None if b.value == 0 else pytest.approx(100 * a.value / b.value))
+    assert asg.details["banking77"]["samples_per_label"] == 1 and asg.details["n_experiments"] == 2
