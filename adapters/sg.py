@@ -1,0 +1,131 @@
+"""SG, Semantic Grouping: the baseline of paper 000 (Kavin & Goyal), after Zhang et al. (2024).
+
+Paper 000 compares ASG with "40% SG: Semantic Grouping as mentioned in Zhang et al. (2024)"
+(Table 1 caption, Sections 1 and 3.3): k-means over whole token-embedding vectors, and every
+token of a cluster (a semantic group) shares one trainable vector. "40%" is the number of groups
+as a share of the vocabulary, and so the share of embedding parameters kept (Table 1, column 2).
+
+* Groups: faiss k-means over the V rows of the input table E (V x D), C = round(fraction * V)
+  clusters, seeded with the run's seed.
+* Token -> its group's vector: a (V,) group-id map, a fixed persistent buffer in the smallest
+  unsigned dtype, counted in storage like ASG's ConceptID map; the (C, D) group vectors are the
+  only embedding parameters (fraction C/V).
+
+Choices where the papers are open, written down here:
+
+* The group vector starts as the mean of its members' rows under the final nearest-centroid
+  assignment (one k-means centroid update; the least-squares choice for a fixed grouping). With
+  C = V every token is its own group and the base table comes back exactly (tested). Clusters
+  that end up empty are dropped, so no stored vector is unused; the report counts what is kept.
+* k-means runs 10 iterations by default, not faiss's 25: at C = 0.4 V one iteration costs
+  0.4 V^2 D multiply-adds (about 3.6e11 for MiniLM), and the assignment barely moves after ten.
+  ``--set niter=25`` restores faiss's default.
+* Decoders: only the input side is grouped. Tokens of one group would get identical logits from a
+  grouped output head, so generation could not tell them apart (paper 000 Section 1: SG "is
+  limited to encoder-only models"); the output head stays the dense V x D matrix. When the base
+  ties input and output, the tie is cleared so ``tie_weights()`` leaves that dense head alone;
+  the head keeps the pretrained table and is counted in storage and parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness.adapter import Adapter, FitContext
+from harness.adapters.asg import concept_id_dtype, untie
+from harness.config import require_positive
+from harness.errors import ConfigError
+from harness.kmeans import cluster_means, kmeans
+
+
+@dataclass(frozen=True)
+class SgConfig:
+    fraction: float = 0.4  # semantic groups as a share of V; embedding params kept = groups / V ("40% SG")
+    niter: int = 10        # k-means iterations
+
+    def __post_init__(self) -> None:
+        require_positive(niter=self.niter)
+        if not 0 < self.fraction <= 1:
+            raise ConfigError(f"fraction={self.fraction} must be in (0, 1]; set e.g. --set fraction=0.4 (the paper's 40% SG)")
+
+    def groups(self, vocab: int) -> int:
+        """Number of semantic groups for a vocabulary of ``vocab`` tokens."""
+        return round(self.fraction * vocab)
+
+    def check_table(self, vocab: int, dim: int) -> None:
+        if self.groups(vocab) < 1:
+            raise ConfigError(f"fraction={self.fraction} gives no group for V={vocab}; pick fraction >= {1 / vocab:.2g}")
+
+
+def semantic_groups(table: np.ndarray, groups: int, niter: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """k-means over whole rows of ``table`` (V, D) -> (group vectors (C', D), group ids (V,)).
+
+    Group vectors are member means; empty clusters are dropped and ids renumbered, so C' <= groups.
+    """
+    _, labels = kmeans(table, groups, niter, seed)
+    means, counts = cluster_means(table, labels, groups)
+    kept = np.flatnonzero(counts)
+    renumber = np.full(groups, -1)
+    renumber[kept] = np.arange(len(kept))
+    return means[kept], renumber[labels]
+
+
+class SemanticGroupEmbedding(nn.Module):
+    """Input side of SG: token -> the shared vector of its semantic group."""
+
+    def __init__(self, group_vectors: torch.Tensor, group_ids: torch.Tensor):
+        super().__init__()
+        self.group_vectors = nn.Parameter(group_vectors)  # (C, D), trainable
+        # (V,) group id per token in [0, C); a fixed buffer, not a parameter
+        self.register_buffer("group_ids", group_ids.to(concept_id_dtype(len(group_vectors))))
+
+    @property
+    def num_embeddings(self) -> int:
+        return self.group_ids.shape[0]
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.group_vectors.shape[1]
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(self.group_ids[input_ids].long(), self.group_vectors)
+
+    def dense(self) -> torch.Tensor:
+        """The reconstructed (V, D) table; for checks and export, never on the forward path."""
+        return self(torch.arange(self.num_embeddings, device=self.group_vectors.device))
+
+
+class SgAdapter(Adapter):
+    """Semantic Grouping on the input embedding; an output head, if any, stays dense."""
+
+    name = "sg"
+    config_class = SgConfig
+
+    def check(self, vocab_size: int, hidden_size: int) -> None:
+        self.config.check_table(vocab_size, hidden_size)
+
+    def fit(self, table: torch.Tensor, fit: FitContext) -> SemanticGroupEmbedding:
+        """Group the rows of a (V, D) table into a :class:`SemanticGroupEmbedding`."""
+        cfg = self.config
+        cfg.check_table(*table.shape)
+        if fit.threads:
+            faiss.omp_set_num_threads(fit.threads)
+        fit.progress("k-means over token vectors", 0, 1)
+        values = np.ascontiguousarray(table.detach().float().cpu().numpy())
+        vectors, ids = semantic_groups(values, cfg.groups(len(values)), cfg.niter, fit.seed)
+        fit.progress("k-means over token vectors", 1, 1)
+        return SemanticGroupEmbedding(
+            torch.from_numpy(vectors).to(device=table.device, dtype=table.dtype), torch.from_numpy(ids).to(table.device)
+        )
+
+    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
+        model.set_input_embeddings(self.fit(model.get_input_embeddings().weight, fit))
+        if model.get_output_embeddings() is not None:
+            untie(model)  # the dense head keeps the pretrained table; tie_weights() must not touch it
+        return model

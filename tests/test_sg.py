@@ -1,0 +1,72 @@
+"""SG, Semantic Grouping (paper 000's baseline): V groups reproduce the table, group arithmetic, dense decoder head."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from harness.adapter import FitContext
+from harness.adapters.sg import SemanticGroupEmbedding, SgAdapter, SgConfig
+from harness.errors import ConfigError
+
+
+def _fit(table: torch.Tensor, **cfg) -> SemanticGroupEmbedding:
+    return SgAdapter(SgConfig(**cfg)).fit(table, FitContext(seed=0))
+
+
+def test_v_groups_reproduce_the_base_table():
+    table = torch.randn(300, 16, generator=torch.Generator().manual_seed(0))
+    groups = _fit(table, fraction=1.0)
+    assert sorted(groups.group_ids.long().tolist()) == list(range(300))  # every token its own group
+    assert torch.equal(groups.dense(), table)
+
+
+def test_groups_share_one_vector_and_count_as_fraction_of_v(minilm_table):
+    V, D = minilm_table.shape
+    groups = _fit(minilm_table, fraction=0.01)
+    C = groups.group_vectors.shape[0]
+    assert 0.95 * round(0.01 * V) <= C <= round(0.01 * V)  # empty clusters dropped, if any
+    assert sum(p.numel() for p in groups.parameters()) == C * D  # fraction kept = C / V
+    assert groups.group_ids.dtype == torch.uint16 and "group_ids" in dict(groups.named_buffers())
+    ids = groups.group_ids.long()
+    assert torch.equal(torch.bincount(ids, minlength=C) > 0, torch.ones(C, dtype=torch.bool))
+    dense = groups.dense()
+    members = ids == ids[2023]
+    assert torch.equal(dense[members], dense[2023].expand(int(members.sum()), D))  # one shared vector
+    torch.testing.assert_close(groups.group_vectors[ids[2023]], minilm_table[members].mean(0))  # member mean
+    own = ((dense - minilm_table) ** 2).sum(1).mean()
+    shuffled = ((dense[torch.randperm(V, generator=torch.Generator().manual_seed(0))] - minilm_table) ** 2).sum(1).mean()
+    assert own < 0.8 * shuffled  # tokens sit near their own group's vector
+
+
+def test_default_is_40_percent_sg():
+    assert SgConfig().groups(30522) == 12209
+
+
+def test_decoder_input_grouped_output_stays_dense(tiny_decoder):
+    model = tiny_decoder
+    table = model.get_input_embeddings().weight.detach().clone()
+    model, report = SgAdapter(SgConfig(fraction=0.25)).apply(model, FitContext(seed=0))
+    model.tie_weights()  # must not tie the dense head to the grouped input
+    head = model.get_output_embeddings()
+    assert isinstance(model.get_input_embeddings(), SemanticGroupEmbedding)
+    assert isinstance(head, nn.Linear) and torch.equal(head.weight, table)
+    with torch.no_grad():
+        logits = model(torch.randint(0, 512, (2, 5))).logits
+    assert logits.shape == (2, 5, 512)
+    C = model.get_input_embeddings().group_vectors.shape[0]
+    assert report.embedding_params_after == C * 64 + 512 * 64  # groups + the dense head, untied
+    assert report.storage_bytes_after == (C * 64 + 512 * 64) * 4 + 512 * 1  # + uint8 group-id map
+
+
+@pytest.mark.parametrize("cfg, fragment", [({"fraction": 0.0}, "must be in"), ({"fraction": 1.5}, "must be in"), ({"niter": 0}, "positive")])
+def test_invalid_config_rejected(cfg, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        SgConfig(**cfg)
+
+
+def test_config_checked_against_table():
+    with pytest.raises(ConfigError, match="gives no group"):
+        SgConfig(fraction=1e-6).check_table(30522, 384)
+    assert SgConfig(fraction=1.0).groups(30522) == 30522
