@@ -1,0 +1,210 @@
+"""k-sub-embeddings (paper 001: "Reconstructing word embeddings via scattered k-sub-embedding").
+
+* Section 3.1: every token n gets a code F(n) = (f_1(n), ..., f_K(n)), one index per sub-table;
+  sub-table k holds M vectors of dimension D/K, and the token's embedding is the concatenation
+  e_n = e^1_{f_1(n)} ⊕ ... ⊕ e^K_{f_K(n)} (Eq. 2). Embedding params K * M * D/K = M * D.
+  Requirement 1 (uniqueness): no two tokens share all K indices. Requirement 2: tokens with
+  similar meanings share more sub-embeddings than arbitrary pairs.
+* Section 3.2, Algorithm 1 (``allocation=random``): M = ceil(V^(1/K)), the smallest M with
+  M^K >= V, and f_k(n) = floor(n / M^(k-1)) mod M, the k-th base-M digit of the token id (the
+  printed "(n/M^(k-1)) mod M^k" read as the digit, as its comment says). Unique by construction.
+* Section 3.3, Algorithm 2 (``allocation=clustered``): for k = 1..K-1, within every group of
+  tokens sharing the prefix (f_1, ..., f_{k-1}), k-means with M clusters over the pretrained
+  embedding vectors gives f_k; at level K the tokens of a group get distinct random labels among M.
+  Section 4.3: naive k-means (``kmeans=naive``) or equal cluster sizes (``kmeans=equal``).
+
+The structure is ASG's (paper 000) with other codes: the K sub-tables stack into one (K*M, D/K)
+parameter, sub-table k at rows k*M..(k+1)*M-1, and the (V, K) code map is a fixed buffer in the
+smallest unsigned dtype. So the modules are ASG's :class:`ConceptEmbedding` (input) and
+:class:`ConceptLMHead` (output, logit_n = sum_k h_k . e^k_{f_k(n)}, no V x D matrix), reused.
+
+Choices where the paper is open, written down here:
+
+* Initialisation. The paper initialises the sub-tables randomly and pretrains from scratch; the
+  harness adapts a pretrained model, so sub-table vector m of table k starts as the mean of slice
+  k (dims k*D/K..(k+1)*D/K) of the pretrained rows of the tokens whose f_k is m: the least-squares
+  fit of the table for fixed codes. Indices no token uses (possible for the top digit of
+  Algorithm 1) start as the mean of that slice over all tokens.
+* ``M=0`` (the default) means the Algorithm 1 minimum ceil(V^(1/K)) for either allocation; a
+  larger M is allowed (Table 3 uses M = 50, 100, 200 with K = 3); M^K < V is rejected (codes could
+  not be unique) and so is M >= V (nothing would be saved).
+* Algorithm 2 clusters whole pretrained rows (the paper's rho_n), not their slices, with faiss
+  k-means (random initial centroids; the paper cites k-means++), ``niter`` iterations, seeded.
+* Uniqueness under naive k-means: a level-k group must fit into the M^(K-k) codes left below it,
+  which the paper's Algorithm 2 does not guarantee. Each cluster is therefore capped at M^(K-k)
+  tokens; points of an overfull cluster go to their next-nearest cluster with room
+  (:func:`harness.kmeans.assign_with_capacity`). The cap binds rarely when M > ceil(V^(1/K)).
+* Equal-size k-means: :func:`harness.kmeans.balanced_kmeans`, faiss centroids refined by
+  alternating a greedy size-constrained assignment (every cluster n//M or n//M + 1 tokens) with
+  member-mean updates.
+* A group with no more tokens than M (including single tokens) is split trivially: every token its
+  own cluster, labels drawn at random without repetition, as at the last level.
+* Output side (the paper replaces only the input embedding and ties the MLM decoder to it): models
+  with an output head get the sub-embedding head; a tied base shares the input's sub-tables and
+  codes (the tie is preserved; ``tie_weights()`` is told to leave the head alone), an untied head
+  gets its own allocation from its own table. ``--set output=false`` keeps a dense head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import faiss
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+from torch import nn
+
+from harness.adapter import Adapter, FitContext, ProgressFn
+from harness.adapters.asg import ConceptEmbedding, ConceptLMHead, untie
+from harness.config import require_positive
+from harness.errors import ConfigError
+from harness.kmeans import assign_with_capacity, balanced_kmeans, kmeans, squared_distances
+
+
+def min_sub_embeddings(vocab: int, K: int) -> int:
+    """ceil(V^(1/K)) in exact integer arithmetic: the smallest M with M^K >= V (Algorithm 1, line 2)."""
+    M = max(1, round(vocab ** (1 / K)))
+    while M**K < vocab:
+        M += 1
+    while M > 1 and (M - 1) ** K >= vocab:
+        M -= 1
+    return M
+
+
+@dataclass(frozen=True)
+class KsubConfig:
+    K: int = 3                                          # sub-tables; the hidden size must divide by K
+    M: int = 0                                          # vectors per sub-table; 0 = ceil(V^(1/K)) (Algorithm 1)
+    allocation: Literal["random", "clustered"] = "random"  # Algorithm 1 (base-M digits) or 2 (recursive k-means)
+    kmeans: Literal["naive", "equal"] = "naive"         # Algorithm 2's k-means: naive or equal cluster sizes
+    output: bool = True                                 # also replace the output embedding when the model has one
+    niter: int = 25                                     # k-means iterations (Algorithm 2)
+
+    def __post_init__(self) -> None:
+        require_positive(K=self.K, niter=self.niter)
+        if self.M < 0:
+            raise ConfigError(f"M={self.M} must be 0 (= ceil(V^(1/K))) or a positive integer")
+        if self.kmeans == "equal" and self.allocation != "clustered":
+            raise ConfigError("kmeans=equal applies to clustered allocation; add --set allocation=clustered")
+
+    def sub_embeddings(self, vocab: int) -> int:
+        """M for a vocabulary of ``vocab`` tokens."""
+        return self.M or min_sub_embeddings(vocab, self.K)
+
+    def check_table(self, vocab: int, dim: int) -> None:
+        """Validate against the table this config will replace (V x D)."""
+        if dim % self.K:
+            divisors = [k for k in range(2, 17) if dim % k == 0]
+            raise ConfigError(f"K={self.K} does not divide the hidden size {dim}; pick K from {divisors}")
+        M, least = self.sub_embeddings(vocab), min_sub_embeddings(vocab, self.K)
+        if M < least:
+            raise ConfigError(f"M={M} gives {M}^{self.K} < V={vocab} codes, so codes cannot be unique; pick M >= {least} or M=0")
+        if M >= vocab:
+            raise ConfigError(f"M={M} is not below V={vocab}, so nothing is compressed; pick {least} <= M < {vocab}")
+
+
+def random_codes(vocab: int, K: int, M: int) -> np.ndarray:
+    """Algorithm 1: (V, K) codes, f_k(n) = floor(n / M^(k-1)) mod M."""
+    n = np.arange(vocab, dtype=np.int64)
+    return np.stack([(n // M**k) % M for k in range(K)], axis=1)
+
+
+def _split(points: np.ndarray, M: int, capacity: int, equal: bool, niter: int, seed: int, rng: np.random.Generator) -> np.ndarray:
+    """Cluster labels in [0, M) for one group, no cluster above ``capacity`` tokens."""
+    n = len(points)
+    if n <= M:
+        return rng.permutation(M)[:n]
+    if equal:
+        return balanced_kmeans(points, M, niter, seed)[1]
+    centroids, labels = kmeans(points, M, niter, seed)
+    if np.bincount(labels, minlength=M).max() <= capacity:
+        return labels
+    return assign_with_capacity(squared_distances(points, centroids), capacity)
+
+
+def clustered_codes(
+    table: np.ndarray, K: int, M: int, equal: bool, niter: int, seed: int, progress: ProgressFn
+) -> np.ndarray:
+    """Algorithm 2: (V, K) codes by recursive k-means within groups sharing a code prefix."""
+    vocab = len(table)
+    points = np.ascontiguousarray(table, dtype=np.float32)
+    rng = np.random.default_rng(seed)
+    codes = np.zeros((vocab, K), dtype=np.int64)
+    groups = [np.arange(vocab)]
+    for level in range(K):
+        progress("clustered allocation, level", level, K)
+        capacity = M ** (K - 1 - level)  # codes left below each label of this level
+        children = []
+        # below level 1 the groups are small: one thread beats OpenMP/BLAS fork-join (by 30x on a busy machine)
+        with threadpool_limits(None if level == 0 else 1):
+            for members in groups:
+                if level == K - 1:  # last level: distinct random labels (Algorithm 2, line 12)
+                    codes[members, level] = rng.permutation(M)[:len(members)]
+                    continue
+                labels = _split(points[members], M, capacity, equal, niter, seed, rng)
+                codes[members, level] = labels
+                order = np.argsort(labels, kind="stable")
+                bounds = np.flatnonzero(np.diff(labels[order])) + 1
+                children += np.split(members[order], bounds)
+        groups = children
+    progress("clustered allocation, level", K, K)
+    return codes
+
+
+def sub_tables_from(table: torch.Tensor, codes: torch.Tensor, M: int) -> torch.Tensor:
+    """(K*M, D/K) sub-tables: vector m of table k = mean of slice k over the tokens with f_k = m."""
+    vocab, K = codes.shape
+    slices = table.detach().float().reshape(vocab, K, -1)  # (V, K, D/K)
+    out = torch.empty(K * M, slices.shape[-1])
+    for k in range(K):
+        sums = torch.zeros(M, slices.shape[-1]).index_add_(0, codes[:, k], slices[:, k])
+        counts = torch.bincount(codes[:, k], minlength=M)
+        means = sums / counts.clamp(min=1)[:, None]
+        means[counts == 0] = slices[:, k].mean(0)  # unused index: the slice's overall mean
+        out[k * M:(k + 1) * M] = means
+    return out.to(table.dtype)
+
+
+class KsubAdapter(Adapter):
+    """k-sub-embeddings on the input embedding, and on the output embedding when the model has one."""
+
+    name = "ksub"
+    config_class = KsubConfig
+
+    def check(self, vocab_size: int, hidden_size: int) -> None:
+        self.config.check_table(vocab_size, hidden_size)
+
+    def allocate(self, table: torch.Tensor, fit: FitContext) -> np.ndarray:
+        """(V, K) codes for a (V, D) table, by the configured allocation."""
+        cfg = self.config
+        vocab = table.shape[0]
+        M = cfg.sub_embeddings(vocab)
+        if cfg.allocation == "random":
+            return random_codes(vocab, cfg.K, M)
+        if fit.threads:
+            faiss.omp_set_num_threads(fit.threads)
+        values = table.detach().float().cpu().numpy()
+        return clustered_codes(values, cfg.K, M, cfg.kmeans == "equal", cfg.niter, fit.seed, fit.progress)
+
+    def fit(self, table: torch.Tensor, fit: FitContext) -> ConceptEmbedding:
+        """Replace a (V, D) table by K sub-tables and a (V, K) code map."""
+        cfg = self.config
+        cfg.check_table(*table.shape)
+        M = cfg.sub_embeddings(table.shape[0])
+        codes = torch.from_numpy(self.allocate(table, fit))
+        sub_tables = sub_tables_from(table.cpu(), codes, M).to(table.device)
+        return ConceptEmbedding(sub_tables, codes.to(table.device), k=M, shared=False)
+
+    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
+        table = model.get_input_embeddings().weight
+        head = model.get_output_embeddings()
+        sub = self.fit(table, fit)
+        model.set_input_embeddings(sub)
+        if head is not None:
+            if self.config.output and isinstance(head, nn.Linear):
+                head_sub = sub if head.weight is table else self.fit(head.weight, fit)
+                model.set_output_embeddings(ConceptLMHead(head_sub, head.bias))
+            untie(model)
+        return model
