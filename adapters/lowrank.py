@@ -1,0 +1,133 @@
+"""Low-rank table: ALBERT's factorized embedding parameterization, a reference point beyond the papers.
+
+ALBERT (Lan et al., 2020, Section 3.1, "Factorized embedding parameterization") looks tokens up in a
+V x E table and projects to the hidden size H with an E x H matrix, so the embedding costs
+E(V + H) instead of V*H. Paper 001 (Section 2) cites it as the matrix-factorization alternative to
+sub-embeddings. Here the pretrained table is factorized E ~ A B with A (V, r) and B (r, D):
+embedding params r(V + D), fraction r(V + D) / (V D), about r/D for V >> D.
+
+Choices, written down here:
+
+* A and B start from the truncated SVD of the pretrained table, E = U S V^T: A = U_r S_r^(1/2),
+  B = S_r^(1/2) V_r^T, the best rank-r approximation (Eckart-Young) with the singular values split
+  evenly so both factors train at the same scale (computed through the D x D Gram matrix in
+  float64). ALBERT trains from scratch instead.
+* No bias on the projection (ALBERT's projection has one): the table stays a pure product, so the
+  output side is a pure factorization too.
+* r must satisfy r(V + D) < V D, or nothing is saved.
+* Output side: logits = (h B^T) A^T, an (N, r) product then (N, V): no V x D matrix, and fewer
+  multiply-adds than the dense head for r < D. A tied base shares the input's factors (the tie is
+  preserved; ``tie_weights()`` is told to leave the head alone); an untied head is factorized
+  from its own table; an output bias is kept. ``--set output=false`` keeps a dense head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from threadpoolctl import threadpool_limits
+from torch import nn
+
+from harness.adapter import Adapter, FitContext
+from harness.adapters.asg import untie
+from harness.config import require_positive
+from harness.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class LowrankConfig:
+    r: int = 64          # inner dimension of E ~ A B (ALBERT's E); fraction kept ~ r/D
+    output: bool = True  # also factorize the output embedding when the model has one
+
+    def __post_init__(self) -> None:
+        require_positive(r=self.r)
+
+    def check_table(self, vocab: int, dim: int) -> None:
+        largest = (vocab * dim - 1) // (vocab + dim)
+        if self.r > largest:
+            raise ConfigError(f"r={self.r} stores r*(V+D) >= V*D={vocab * dim} values, so nothing is saved; pick r <= {largest}")
+
+
+def factorize(table: torch.Tensor, r: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank-r truncated SVD of a (V, D) table -> A (V, r), B (r, D) with A B the best rank-r fit.
+
+    Computed from the (D, D) Gram matrix E^T E = V S^2 V^T in float64 (``eigh``), then
+    U_r S_r = E V_r: the same factors as a full SVD for the kept directions, several times faster.
+    """
+    values = table.detach().cpu().double()
+    with threadpool_limits(1):  # a D x D problem: threads only add fork-join waits (seconds on a busy CPU)
+        eigenvalues, eigenvectors = torch.linalg.eigh(values.T @ values)  # ascending
+    right = eigenvectors.flip(1)[:, :r]  # V_r: (D, r)
+    root = eigenvalues.flip(0)[:r].clamp(min=0).sqrt().sqrt()  # S_r^(1/2)
+    lookup = (values @ right) / root.clamp(min=1e-12)  # U_r S_r^(1/2)
+    return lookup.to(table.dtype), (root[:, None] * right.T).to(table.dtype)
+
+
+class FactorizedEmbedding(nn.Module):
+    """Input side: token n -> A[n] B."""
+
+    def __init__(self, lookup: torch.Tensor, projection: torch.Tensor):
+        super().__init__()
+        self.lookup = nn.Parameter(lookup)          # A: (V, r)
+        self.projection = nn.Parameter(projection)  # B: (r, D)
+
+    @property
+    def num_embeddings(self) -> int:
+        return self.lookup.shape[0]
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.projection.shape[1]
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(input_ids, self.lookup) @ self.projection  # (..., r) @ (r, D)
+
+    def dense(self) -> torch.Tensor:
+        """The reconstructed (V, D) table; for checks and export, never on the forward path."""
+        return self.lookup @ self.projection
+
+
+class FactorizedLMHead(nn.Module):
+    """Output side: logits = (h B^T) A^T (+ bias), through the (N, r) bottleneck."""
+
+    def __init__(self, factors: FactorizedEmbedding, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.factors = factors
+        self.bias = None if bias is None else nn.Parameter(bias.detach().clone())
+
+    @property
+    def out_features(self) -> int:
+        return self.factors.num_embeddings
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        low = hidden @ self.factors.projection.T  # (..., r)
+        return F.linear(low, self.factors.lookup, self.bias)  # (..., V)
+
+
+class LowrankAdapter(Adapter):
+    """E ~ A B on the input embedding, and on the output embedding when the model has one."""
+
+    name = "lowrank"
+    config_class = LowrankConfig
+
+    def check(self, vocab_size: int, hidden_size: int) -> None:
+        self.config.check_table(vocab_size, hidden_size)
+
+    def fit(self, table: torch.Tensor, fit: FitContext) -> FactorizedEmbedding:
+        self.config.check_table(*table.shape)
+        lookup, projection = factorize(table, self.config.r)
+        return FactorizedEmbedding(lookup.to(table.device), projection.to(table.device))
+
+    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
+        table = model.get_input_embeddings().weight
+        head = model.get_output_embeddings()
+        factors = self.fit(table, fit)
+        model.set_input_embeddings(factors)
+        if head is not None:
+            if self.config.output and isinstance(head, nn.Linear):
+                head_factors = factors if head.weight is table else self.fit(head.weight, fit)
+                model.set_output_embeddings(FactorizedLMHead(head_factors, head.bias))
+            untie(model)
+        return model
