@@ -24,7 +24,10 @@ bench:
 # entry is one `harness run`; the baseline is run once and reused, and runs already stored are
 # reused, so adding an entry only runs that entry), then the papers' reported numbers
 # (`harness reference load`, idempotent). After a schema change: make reference FRESH=1.
-REFERENCE_RUNS = "asg k=64" "asg k=256" "asg k=1024" "asg k=256 shared=true"
+REFERENCE_RUNS = "asg k=64" "asg k=256" "asg k=1024" "asg k=256 shared=true" \
+	"sg fraction=0.4" "sg fraction=0.1" \
+	"ksub K=3" "ksub K=3 M=100 allocation=clustered kmeans=equal" "ksub K=3 M=100 allocation=clustered" \
+	"lowrank r=16" "lowrank r=64" "quant bits=8" "quant bits=4"
 
 reference:
 	$(if $(FRESH),rm -rf results.duckdb results.records)
