@@ -34,7 +34,7 @@ reference:
 	for run in $(REFERENCE_RUNS); do \
 		set -- $$run; adapter=$$1; shift; \
 		HF_HUB_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)} \
-		$(BIN)/harness run --suite xnli --adapter $$adapter --profile quick --db results.duckdb \
+		$(BIN)/harness run --suite xnli --model minilm --adapter $$adapter --profile quick --db results.duckdb \
 			$$(for kv in "$$@"; do printf -- '--set %s ' "$$kv"; done) || exit 1; \
 	done
 	$(BIN)/harness reference load --db results.duckdb
