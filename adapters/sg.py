@@ -18,8 +18,8 @@ Choices where the papers are open, written down here:
   C = V every token is its own group and the base table comes back exactly (tested). Clusters
   that end up empty are dropped, so no stored vector is unused; the report counts what is kept.
 * k-means runs 10 iterations by default, not faiss's 25: at C = 0.4 V one iteration costs
-  0.4 V^2 D multiply-adds (about 3.6e11 for MiniLM), and the assignment barely moves after ten.
-  ``--set niter=25`` restores faiss's default.
+  0.4 V^2 D multiply-adds (about 1.4e11 for MiniLM, seconds on a 2-core CPU), so ten keep the
+  fit within the quick profile's budget. ``--set niter=25`` restores faiss's default.
 * Decoders: only the input side is grouped. Tokens of one group would get identical logits from a
   grouped output head, so generation could not tell them apart (paper 000 Section 1: SG "is
   limited to encoder-only models"); the output head stays the dense V x D matrix. When the base
