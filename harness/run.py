@@ -28,7 +28,7 @@ from harness.efficiency import measure
 from harness.errors import ConfigError
 from harness.metrics import pct_base
 from harness.provenance import git_sha, hardware, resolve_device, versions
-from harness.records import Provenance, RunRecord, RunSpec, Score
+from harness.records import LatencyStats, Provenance, RunRecord, RunSpec, Score
 from harness.registry import ADAPTERS, SUITES
 from harness.store import Store
 from harness.suites.base import PROFILES, Suite, SuiteContext, SuiteData
@@ -167,8 +167,9 @@ def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | Non
     try:
         set_seed(spec.seed)
         model, tokenizer = models.load(p.model_ref, p.suite.head, p.suite.num_labels)
+        base_efficiency = [] if adapter.name == "none" else _efficiency(p, spec, model, BASE_PHASE)
         model, report = adapter.apply(model, FitContext(seed=spec.seed, device=p.device, progress=progress))
-        efficiency = measure(model, p.model_ref.kind, p.device, seed=spec.seed, smoke=spec.profile == "smoke")
+        efficiency = base_efficiency + _efficiency(p, spec, model)
         with tempfile.TemporaryDirectory(prefix="harness-") as workdir:
             ctx = SuiteContext(
                 spec.profile, spec.seed, p.device, p.suite_config, Path(workdir),
@@ -184,6 +185,16 @@ def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | Non
         scores=_with_pct_base(result.scores, baseline), efficiency=efficiency, details=result.details,
     )
     return RunOutcome(rec, reused=False, stored=store.save(rec))
+
+
+BASE_PHASE = "base:"
+"""Prefix of efficiency phases timed on the unchanged model inside a method's run, so that
+compressed/base ratios come from one process under one machine load."""
+
+
+def _efficiency(p: Plan, spec: RunSpec, model, prefix: str = "") -> list[LatencyStats]:
+    stats = measure(model, p.model_ref.kind, p.device, seed=spec.seed, smoke=spec.profile == "smoke")
+    return [dataclasses.replace(s, phase=prefix + s.phase) for s in stats]
 
 
 def _labelled(progress: ProgressFn, prefix: str) -> ProgressFn:

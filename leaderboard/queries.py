@@ -75,15 +75,20 @@ def scores(store: Store, f: Filters) -> pd.DataFrame:
 
 
 def efficiency(store: Store, f: Filters) -> pd.DataFrame:
-    """Timed forward passes of finished runs, each beside its baseline's (same phase and shape)."""
+    """Timed phases of finished runs, each beside the unchanged model's (same phase and shape):
+    timed inside the same run (phase ``base:<phase>``) where recorded, else the baseline run's."""
+    base = "coalesce(s.{0}, b.{0}) AS base_{0}"
     return store.query(
         "SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite, r.profile, "
         "r.seed, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, "
-        "b.p50_ms AS base_p50_ms, b.throughput AS base_throughput, b.peak_mem_mb AS base_peak_mem_mb "
+        f"{base.format('p50_ms')}, {base.format('throughput')}, {base.format('peak_mem_mb')} "
         "FROM efficiency e JOIN runs r USING (run_id) "
+        "LEFT JOIN efficiency s ON s.run_id = e.run_id AND s.phase = 'base:' || e.phase "
+        "AND s.batch = e.batch AND s.seq_len = e.seq_len "
         "LEFT JOIN efficiency b ON b.run_id = coalesce(r.baseline_run_id, r.run_id) "
         "AND b.phase = e.phase AND b.batch = e.batch AND b.seq_len = e.seq_len "
-        f"WHERE r.status = 'finished' AND {_WHERE} ORDER BY r.suite, r.model, r.profile, r.finished_at, e.phase",
+        f"WHERE r.status = 'finished' AND e.phase NOT LIKE 'base:%' AND {_WHERE} "
+        "ORDER BY r.suite, r.model, r.profile, r.finished_at, e.phase",
         f.params(),
     )
 

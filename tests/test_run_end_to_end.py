@@ -50,14 +50,17 @@ def test_compression_and_efficiency_recorded(smoke_db):
     asg = store.load(store.query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id[0])
     assert asg.compression.storage_bytes_after == 256 * 384 * 4 + 30522 * 48  # codebooks + uint8 map
     assert asg.compression.storage_bytes_before == 30522 * 384 * 4
-    (eff,) = asg.efficiency
+    phases = {e.phase: e for e in asg.efficiency}
+    assert set(phases) == {"forward", "base:forward"}  # the unchanged model is timed in the same run
+    eff = phases["forward"]
+    assert (eff.batch, eff.seq_len) == (phases["base:forward"].batch, phases["base:forward"].seq_len)
     assert eff.p50_ms > 0 and eff.p95_ms >= eff.p50_ms and eff.throughput > 0 and eff.peak_mem_mb > 0
     assert asg.provenance.data_files and asg.provenance.versions["torch"]
     assert asg.details["test_examples_per_language"] == 16
 
 
 def test_same_command_reuses_both_runs(smoke_db):
-    request = RunRequest("xnli", "asg", profile="smoke", settings=("k=256",))
+    request = RunRequest("xnli", "asg", model="minilm", profile="smoke", settings=("k=256",))
     outcomes = execute(request, Store(smoke_db))
     assert [o.reused for o in outcomes] == [True, True]
     assert Store(smoke_db).query("SELECT count(*) AS n FROM runs WHERE suite = 'xnli' AND profile = 'smoke'").n[0] == 2

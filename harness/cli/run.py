@@ -9,7 +9,7 @@ from rich.table import Table
 
 from harness.cli.common import DbOption, RichProgress, console, err_console, user_errors
 from harness.records import RunRecord
-from harness.run import RunOutcome, RunRequest, execute
+from harness.run import BASE_PHASE, RunOutcome, RunRequest, execute
 from harness.store import Store
 
 
@@ -91,7 +91,16 @@ def _summary_table(outcomes: list[RunOutcome]) -> Table:
     rows = [_summary_column(o.record, phases) for o in outcomes]
     for i, label in enumerate(labels):
         table.add_row(label, *[col[i] for col in rows])
+    for phase in phases:
+        table.add_row(f"{phase} latency × base (same run)", *[_same_run_ratio(o.record, phase) for o in outcomes])
     return table
+
+
+def _same_run_ratio(r: RunRecord, phase: str) -> str:
+    """p50 of the compressed model / p50 of the unchanged model timed in the same process."""
+    by_phase = {e.phase: e for e in r.efficiency}
+    e, base = by_phase.get(phase), by_phase.get(BASE_PHASE + phase)
+    return f"{e.p50_ms / base.p50_ms:.2f}" if e and base else "-"
 
 
 SUMMARY_ROWS = ("run id", "embedding params", "embedding-param fraction", "storage bytes (id maps incl.)", "total params")
@@ -106,7 +115,7 @@ def _summary_column(r: RunRecord, phases: list[str]) -> list[str]:
     for phase in phases:
         e = by_phase.get(phase)
         timing += [f"{e.p50_ms:.1f} / {e.p95_ms:.1f}", f"{e.throughput:,.0f}"] if e else ["-", "-"]
-    peak = max((e.peak_mem_mb for e in r.efficiency), default=None)
+    peak = max((e.peak_mem_mb for e in r.efficiency if e.phase in phases), default=None)
     return [
         r.run_id,
         f"{c.embedding_params_before:,} -> {c.embedding_params_after:,}",
