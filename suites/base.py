@@ -66,9 +66,14 @@ class Suite(ABC):
     description: ClassVar[str]
     head: ClassVar[Head]               # which head the runner loads the model with
     kinds: ClassVar[tuple[Kind, ...]]  # model kinds the protocol supports
-    default_model: ClassVar[str]
+    default_model: ClassVar[str | tuple[str, ...]]  # an alias, or aliases by preference (models.preferred)
     num_labels: ClassVar[int | None] = None
     config_class: ClassVar[type]
+
+    def for_model(self, model_config: Any) -> Suite:
+        """This suite as run on one base model (its transformers config), for budgets that depend on
+        the model's size; the runner calls it before ``recipe``. Default: the suite unchanged."""
+        return self
 
     def recipe(self, profile: Profile, config: Any) -> dict[str, Any]:
         """The budget this profile spends (sizes, epochs, lr ...); part of the run's config hash."""

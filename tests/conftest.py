@@ -68,7 +68,7 @@ def smoke_db(tmp_path_factory, data_dir) -> Path:
     from harness.cli import app
 
     db = tmp_path_factory.mktemp("smoke") / "results.duckdb"
-    args = ["run", "--suite", "xnli", "--adapter", "asg", "--profile", "smoke", "--set", "k=256", "--db", str(db)]
+    args = ["run", "--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--profile", "smoke", "--set", "k=256", "--db", str(db)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return db

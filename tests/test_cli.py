@@ -42,9 +42,9 @@ def malformed_data(tmp_path):
         (["--suite", "xnli", "--adapter", "asg", "--set", "kk=3"], "--set kk is not a setting"),
         (["--suite", "xnli", "--adapter", "asg", "--set", "k=many"], "is not an integer"),
         (["--suite", "xnli", "--adapter", "asg", "--set", "train=fr"], "is not one of en, all"),
-        (["--suite", "xnli", "--adapter", "asg", "--set", "m=7"], "m=7 does not divide the hidden size 384"),
+        (["--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--set", "m=7"], "m=7 does not divide the hidden size 384"),
         (["--suite", "xnli", "--adapter", "asg", "--set", "k=1"], "k=1 must be at least 2"),
-        (["--suite", "xnli", "--adapter", "asg", "--set", "k=40000"], "exceeds the vocabulary size 30522"),
+        (["--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--set", "k=40000"], "exceeds the vocabulary size 30522"),
         (["--suite", "xnli", "--adapter", "asg", "--set", "k=-5"], "must be a positive integer"),
         (["--suite", "xnli", "--adapter", "asg", "--profile", "huge"], "unknown profile 'huge'"),
     ],
@@ -54,13 +54,13 @@ def test_bad_run_input(args, fragment):
 
 
 def test_missing_data(tmp_path):
-    result = _invoke("run", "--suite", "xnli", "--adapter", "asg", "--profile", "smoke", "--data-dir", str(tmp_path))
+    result = _invoke("run", "--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--profile", "smoke", "--data-dir", str(tmp_path))
     _assert_one_line_error(result, "dataset files missing")
     assert "xnli/xnli.dev.tsv" in result.stderr
 
 
 def test_malformed_data(malformed_data):
-    result = _invoke("run", "--suite", "xnli", "--adapter", "asg", "--profile", "smoke", "--data-dir", str(malformed_data))
+    result = _invoke("run", "--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--profile", "smoke", "--data-dir", str(malformed_data))
     _assert_one_line_error(result, "malformed row")
 
 

@@ -40,7 +40,7 @@ def list_suites() -> None:
     with user_errors():
         for name in SUITES.names():
             suite = SUITES.get(name)
-            table.add_row(name, suite.default_model, _defaults(suite.config_class), suite.description)
+            table.add_row(name, models.preferred(suite.default_model), _defaults(suite.config_class), suite.description)
     console.print(table)
 
 
