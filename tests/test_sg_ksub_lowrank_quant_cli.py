@@ -32,7 +32,7 @@ def db(tmp_path_factory):
 @pytest.mark.parametrize("adapter", SMOKE)
 def test_smoke_run_end_to_end(db, data_dir, adapter):
     settings, fraction_ok = SMOKE[adapter]
-    args = ["run", "--suite", "xnli", "--adapter", adapter, "--profile", "smoke", "--db", str(db)]
+    args = ["run", "--suite", "xnli", "--adapter", adapter, "--model", "minilm", "--profile", "smoke", "--db", str(db)]
     result = CliRunner().invoke(app, args + [a for kv in settings for a in ("--set", kv)])
     assert result.exit_code == 0, result.output
     store = Store(db)
@@ -63,7 +63,7 @@ def test_smoke_run_end_to_end(db, data_dir, adapter):
     ],
 )
 def test_bad_config_exits_2_with_one_line(adapter, setting, fragment):
-    result = CliRunner().invoke(app, ["run", "--suite", "xnli", "--adapter", adapter, "--set", setting])
+    result = CliRunner().invoke(app, ["run", "--suite", "xnli", "--adapter", adapter, "--model", "minilm", "--set", setting])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
