@@ -19,6 +19,7 @@ test:
 
 bench:
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.asg_speed
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.decode_speed
 
 # The committed results.duckdb: real quick-profile runs on MiniLM (each "adapter key=value ..."
 # entry is one `harness run`; the baseline is run once and reused, and runs already stored are
