@@ -7,7 +7,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from harness.adapter import FitContext, footprint
-from harness.adapters.lowrank import FactorizedEmbedding, FactorizedLMHead, LowrankAdapter, LowrankConfig
+from harness.adapters.lowrank import FactorizedLMHead, LowrankAdapter, LowrankConfig
 from harness.adapters.quant import QuantAdapter, QuantConfig, QuantizedEmbedding, QuantizedLMHead
 from harness.errors import ConfigError
 

@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.run import BASE_PHASE
 from harness.store import Store
 
 V, D = 30522, 384
@@ -44,8 +45,9 @@ def test_smoke_run_end_to_end(db, data_dir, adapter):
     if adapter in STORAGE:
         assert record.compression.storage_bytes_after == STORAGE[adapter]
     assert len(record.scores) == 16 and all(s.pct_base is not None or s.value == 0 for s in record.scores)
-    (eff,) = record.efficiency
-    assert eff.throughput > 0
+    phases = {e.phase: e for e in record.efficiency}
+    assert set(phases) == {"forward", BASE_PHASE + "forward"}  # the unchanged model is timed in the same run
+    assert all(e.throughput > 0 for e in phases.values())
     assert store.query("SELECT count(*) AS n FROM runs WHERE adapter = 'none'").n[0] == 1  # one shared baseline
 
 
