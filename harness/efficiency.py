@@ -3,13 +3,16 @@
 Encoders: forward latency at batch 8 x 128 tokens. Decoders: prefill latency of a 128-token
 prompt and per-token decode latency with the KV cache, both at batch 1. Each phase records
 p50/p95, tokens/s and peak memory. Synthetic token ids are enough: speed and memory do not depend
-on the text.
+on the text. A method's run times the unchanged model too, in rounds that alternate with the
+compressed one, so compressed/base ratios come from one process under one machine load.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -142,15 +145,43 @@ def decode_latency(
     ]
 
 
-def measure(model: nn.Module, kind: Kind, device: str, seed: int = 0, smoke: bool = False) -> list[LatencyStats]:
-    """The efficiency phases for a model of ``kind``: decoders decode, encoders run forward passes.
+ROUNDS = 3
+"""Rounds of :func:`measure`: models are timed in turn, round after round (ABAB...), so drift in
+machine load hits every model alike; a phase pools its samples over the rounds."""
+
+
+def _round(model: nn.Module, kind: Kind, device: str, seed: int, smoke: bool) -> list[LatencyStats]:
+    """One round of timing at the fixed shapes (``smoke``: small shapes, few samples)."""
+    vocab_size = model.config.vocab_size
+    if kind == "decoder":
+        shape = {"prompt_len": 16, "new_tokens": 4, "repeats": 1} if smoke else {"repeats": 2}
+        return decode_latency(model, vocab_size, device, seed=seed, **shape)
+    shape = {"batch": 2, "seq_len": 32, "warmup": 1, "repeats": 2} if smoke else {"repeats": 4}
+    return [forward_latency(model, vocab_size, device, seed=seed, **shape)]
+
+
+def _pooled(rounds: list[list[LatencyStats]]) -> list[LatencyStats]:
+    """Per phase: the samples of all rounds, the largest peak memory."""
+    pooled = []
+    for same in zip(*rounds):
+        first = same[0]
+        peaks = [s.peak_mem_mb for s in same if not math.isnan(s.peak_mem_mb)]
+        samples = [ms for s in same for ms in s.samples_ms]
+        pooled.append(LatencyStats.from_samples(first.phase, first.batch, first.seq_len, samples, max(peaks, default=math.nan)))
+    return pooled
+
+
+def measure(
+    models: Sequence[nn.Module], kind: Kind, device: str, seed: int = 0, smoke: bool = False, rounds: int = ROUNDS,
+) -> list[list[LatencyStats]]:
+    """The efficiency phases of each model, timed in alternating rounds; decoders decode, encoders
+    run forward passes. Returns one list of phases per model, in the order given.
 
     ``smoke`` (the test profile) times small shapes a few times: the figures only show that the
     measurement runs; the recorded batch and seq_len say which shape was timed.
     """
-    vocab_size = model.config.vocab_size
-    if kind == "decoder":
-        shape = {"prompt_len": 16, "new_tokens": 4, "repeats": 1} if smoke else {}
-        return decode_latency(model, vocab_size, device, seed=seed, **shape)
-    shape = {"batch": 2, "seq_len": 32, "warmup": 1, "repeats": 3} if smoke else {}
-    return [forward_latency(model, vocab_size, device, seed=seed, **shape)]
+    timed: list[list[list[LatencyStats]]] = [[] for _ in models]
+    for _ in range(rounds):
+        for model, out in zip(models, timed):
+            out.append(_round(model, kind, device, seed, smoke))
+    return [_pooled(out) for out in timed]

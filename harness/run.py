@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import secrets
@@ -167,9 +168,10 @@ def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | Non
     try:
         set_seed(spec.seed)
         model, tokenizer = models.load(p.model_ref, p.suite.head, p.suite.num_labels)
-        base_efficiency = [] if adapter.name == "none" else _efficiency(p, spec, model, BASE_PHASE)
+        base = None if adapter.name == "none" else copy.deepcopy(model)  # timed beside the method, then dropped
         model, report = adapter.apply(model, FitContext(seed=spec.seed, device=p.device, progress=progress))
-        efficiency = base_efficiency + _efficiency(p, spec, model)
+        efficiency = _efficiency(p, spec, model, base)
+        del base
         with tempfile.TemporaryDirectory(prefix="harness-") as workdir:
             ctx = SuiteContext(
                 spec.profile, spec.seed, p.device, p.suite_config, Path(workdir),
@@ -188,13 +190,16 @@ def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | Non
 
 
 BASE_PHASE = "base:"
-"""Prefix of efficiency phases timed on the unchanged model inside a method's run, so that
-compressed/base ratios come from one process under one machine load."""
+"""Prefix of efficiency phases timed on the unchanged model inside a method's run, in rounds that
+alternate with the compressed model's, so that compressed/base ratios come from one process under
+one machine load."""
 
 
-def _efficiency(p: Plan, spec: RunSpec, model, prefix: str = "") -> list[LatencyStats]:
-    stats = measure(model, p.model_ref.kind, p.device, seed=spec.seed, smoke=spec.profile == "smoke")
-    return [dataclasses.replace(s, phase=prefix + s.phase) for s in stats]
+def _efficiency(p: Plan, spec: RunSpec, model, base=None) -> list[LatencyStats]:
+    timed = measure([model] if base is None else [base, model], p.model_ref.kind, p.device, seed=spec.seed, smoke=spec.profile == "smoke")
+    if base is None:
+        return timed[0]
+    return [dataclasses.replace(s, phase=BASE_PHASE + s.phase) for s in timed[0]] + timed[1]
 
 
 def _labelled(progress: ProgressFn, prefix: str) -> ProgressFn:
