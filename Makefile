@@ -21,21 +21,23 @@ bench:
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.asg_speed
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.decode_speed
 
-# The committed results.duckdb: real quick-profile runs on MiniLM (each "adapter key=value ..."
-# entry is one `harness run`; the baseline is run once and reused, and runs already stored are
-# reused, so adding an entry only runs that entry), then the papers' reported numbers
+# The committed results.duckdb: real quick-profile xnli runs (each "model adapter key=value ..."
+# entry is one `harness run`; a model's baseline is run once and reused, and runs already stored
+# are reused, so adding an entry only runs that entry), then the papers' reported numbers
 # (`harness reference load`, idempotent). After a schema change: make reference FRESH=1.
-REFERENCE_RUNS = "asg k=64" "asg k=256" "asg k=1024" "asg k=256 shared=true" \
-	"sg fraction=0.4" "sg fraction=0.1" \
-	"ksub K=3" "ksub K=3 M=100 allocation=clustered kmeans=equal" "ksub K=3 M=100 allocation=clustered" \
-	"lowrank r=16" "lowrank r=64" "quant bits=8" "quant bits=4"
+REFERENCE_RUNS = "minilm asg k=64" "minilm asg k=256" "minilm asg k=1024" "minilm asg k=256 shared=true" \
+	"minilm sg fraction=0.4" "minilm sg fraction=0.1" \
+	"minilm ksub K=3" "minilm ksub K=3 M=100 allocation=clustered kmeans=equal" \
+	"minilm ksub K=3 M=100 allocation=clustered" \
+	"minilm lowrank r=16" "minilm lowrank r=64" "minilm quant bits=8" "minilm quant bits=4" \
+	"me5-small asg k=1024"
 
 reference:
 	$(if $(FRESH),rm -rf results.duckdb results.records)
 	for run in $(REFERENCE_RUNS); do \
-		set -- $$run; adapter=$$1; shift; \
+		set -- $$run; model=$$1; adapter=$$2; shift 2; \
 		HF_HUB_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)} \
-		$(BIN)/harness run --suite xnli --model minilm --adapter $$adapter --profile quick --db results.duckdb \
+		$(BIN)/harness run --suite xnli --model $$model --adapter $$adapter --profile quick --db results.duckdb \
 			$$(for kv in "$$@"; do printf -- '--set %s ' "$$kv"; done) || exit 1; \
 	done
 	$(BIN)/harness reference load --db results.duckdb
