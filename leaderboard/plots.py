@@ -71,6 +71,13 @@ def _paper_trace(papers: pd.DataFrame, colours: dict[str, str]) -> go.Scatter:
     )
 
 
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks per decade inside [low, high]: Plotly's own log ticks crowd into unreadable
+    labels (0.6%0.7%0.8%...) when the range spans two or three decades."""
+    decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+    return [m * 10.0**e for e in decades for m in (1, 2, 5) if low <= m * 10.0**e <= high]
+
+
 def pareto_figure(points: pd.DataFrame, papers: pd.DataFrame | None, colours: dict[str, str]) -> go.Figure:
     """%Base against the fraction of embedding parameters kept (log x), one trace per adapter,
     the frontier of the measured points, and the papers' points as hollow markers."""
@@ -86,11 +93,12 @@ def pareto_figure(points: pd.DataFrame, papers: pd.DataFrame | None, colours: di
         fig.add_trace(_paper_trace(papers, colours))
     fig.add_hline(y=100, line=dict(color="#cccccc", width=1, dash="dot"))
     shown = pd.concat([points.emb_param_fraction, papers.emb_param_fraction if papers is not None else None]).dropna()
+    low, high = shown.min() / 2, 1.6
     fig.update_layout(
         height=520, margin=dict(l=10, r=10, t=30, b=10), legend=dict(title="adapter"),
         xaxis=dict(
             type="log", title="embedding parameters kept (fraction of the base model's, log scale)", tickformat=".2~p",
-            range=[np.log10(shown.min() / 2), np.log10(1.6)],
+            range=[np.log10(low), np.log10(high)], tickvals=log_ticks(low, high),
         ),
         yaxis=dict(title="%Base (score / baseline × 100)"),
     )

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.leaderboard.frames import pareto_frontier
-from harness.leaderboard.plots import FRONTIER_NAME, PAPERS_NAME
+from harness.leaderboard.plots import FRONTIER_NAME, PAPERS_NAME, log_ticks
 from harness.reference import read_paper_results
 from harness.store import Store
 from tests.conftest import REPO
@@ -158,3 +158,9 @@ def test_pareto_frontier_is_the_staircase_of_undominated_points():
     points = pd.DataFrame({"emb_param_fraction": [1.0, 0.01, 0.02, 0.001, 0.05], "pct_base": [100.0, 97.0, 96.0, 95.0, 99.0]})
     frontier = pareto_frontier(points)
     assert list(zip(frontier.emb_param_fraction, frontier.pct_base)) == [(0.001, 95.0), (0.01, 97.0), (0.05, 99.0), (1.0, 100.0)]
+
+
+def test_log_ticks_are_1_2_5_per_decade_within_the_range():
+    ticks = log_ticks(0.0003, 1.6)
+    assert ticks == pytest.approx([0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0])
+    assert all(0.0003 <= t <= 1.6 for t in ticks)
