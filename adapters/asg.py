@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.adapter import Adapter, FitContext, ProgressFn
+from harness.adapter import Adapter, FitContext, ProgressFn, replace_tables
 from harness.config import require_positive
 from harness.errors import ConfigError
 from harness.kmeans import kmeans
@@ -196,21 +196,4 @@ class AsgAdapter(Adapter):
         return ConceptEmbedding(books, torch.from_numpy(codes).to(table.device), cfg.k, cfg.shared)
 
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
-        table = model.get_input_embeddings().weight
-        head = model.get_output_embeddings()
-        concepts = self.fit(table, fit)
-        model.set_input_embeddings(concepts)
-        if self.config.output and isinstance(head, nn.Linear):
-            tied = head.weight is table
-            head_concepts = concepts if tied else self.fit(head.weight, fit)
-            model.set_output_embeddings(ConceptLMHead(head_concepts, head.bias))
-            untie(model)
-        return model
-
-
-def untie(model: nn.Module) -> None:
-    """Stop ``tie_weights()`` from copying the input table onto the replaced output head."""
-    model.config.tie_word_embeddings = False
-    text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else None
-    if text_config is not None:
-        text_config.tie_word_embeddings = False
+        return replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output)

@@ -56,8 +56,8 @@ import torch
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from harness.adapter import Adapter, FitContext, ProgressFn
-from harness.adapters.asg import ConceptEmbedding, ConceptLMHead, untie
+from harness.adapter import Adapter, FitContext, ProgressFn, replace_tables
+from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
 from harness.config import require_positive
 from harness.errors import ConfigError
 from harness.kmeans import assign_with_capacity, balanced_kmeans, kmeans, squared_distances
@@ -198,13 +198,4 @@ class KsubAdapter(Adapter):
         return ConceptEmbedding(sub_tables, codes.to(table.device), k=M, shared=False)
 
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
-        table = model.get_input_embeddings().weight
-        head = model.get_output_embeddings()
-        sub = self.fit(table, fit)
-        model.set_input_embeddings(sub)
-        if head is not None:
-            if self.config.output and isinstance(head, nn.Linear):
-                head_sub = sub if head.weight is table else self.fit(head.weight, fit)
-                model.set_output_embeddings(ConceptLMHead(head_sub, head.bias))
-            untie(model)
-        return model
+        return replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output)

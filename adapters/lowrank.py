@@ -30,8 +30,7 @@ import torch.nn.functional as F
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from harness.adapter import Adapter, FitContext
-from harness.adapters.asg import untie
+from harness.adapter import Adapter, FitContext, replace_tables
 from harness.config import require_positive
 from harness.errors import ConfigError
 
@@ -121,13 +120,4 @@ class LowrankAdapter(Adapter):
         return FactorizedEmbedding(lookup.to(table.device), projection.to(table.device))
 
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
-        table = model.get_input_embeddings().weight
-        head = model.get_output_embeddings()
-        factors = self.fit(table, fit)
-        model.set_input_embeddings(factors)
-        if head is not None:
-            if self.config.output and isinstance(head, nn.Linear):
-                head_factors = factors if head.weight is table else self.fit(head.weight, fit)
-                model.set_output_embeddings(FactorizedLMHead(head_factors, head.bias))
-            untie(model)
-        return model
+        return replace_tables(model, lambda table: self.fit(table, fit), FactorizedLMHead, self.config.output)

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from harness.adapter import Adapter, FitContext
-from harness.adapters.asg import untie
+from harness.adapter import Adapter, FitContext, replace_tables
 from harness.config import require_positive
 from harness.errors import ConfigError
 
@@ -134,13 +133,4 @@ class QuantAdapter(Adapter):
         return QuantizedEmbedding(codes, scales, self.config.bits, table.shape[1])
 
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
-        table = model.get_input_embeddings().weight
-        head = model.get_output_embeddings()
-        quantized = self.fit(table, fit)
-        model.set_input_embeddings(quantized)
-        if head is not None:
-            if self.config.output and isinstance(head, nn.Linear):
-                head_table = quantized if head.weight is table else self.fit(head.weight, fit)
-                model.set_output_embeddings(QuantizedLMHead(head_table, head.bias))
-            untie(model)
-        return model
+        return replace_tables(model, lambda table: self.fit(table, fit), QuantizedLMHead, self.config.output)

@@ -37,8 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.adapter import Adapter, FitContext
-from harness.adapters.asg import concept_id_dtype, untie
+from harness.adapter import Adapter, FitContext, replace_tables
+from harness.adapters.asg import concept_id_dtype
 from harness.config import require_positive
 from harness.errors import ConfigError
 from harness.kmeans import cluster_means, kmeans
@@ -125,7 +125,5 @@ class SgAdapter(Adapter):
         )
 
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
-        model.set_input_embeddings(self.fit(model.get_input_embeddings().weight, fit))
-        if model.get_output_embeddings() is not None:
-            untie(model)  # the dense head keeps the pretrained table; tie_weights() must not touch it
-        return model
+        # no grouped head: the dense head keeps the pretrained table, untied
+        return replace_tables(model, lambda table: self.fit(table, fit), None, output=False)

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+import torch
 from torch import nn
 
 ProgressFn = Callable[[str, int, int], None]
@@ -120,6 +121,37 @@ def _param_counts(roots: list[nn.Module]) -> dict[int, int]:
             if id(p) not in covered:
                 counts[id(p)] = p.numel()
     return counts
+
+
+def untie(model: nn.Module) -> None:
+    """Stop ``tie_weights()`` from copying the input table onto a replaced or kept output head."""
+    model.config.tie_word_embeddings = False
+    text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else None
+    if text_config is not None:
+        text_config.tie_word_embeddings = False
+
+
+def replace_tables(
+    model: nn.Module,
+    fit_table: Callable[[torch.Tensor], nn.Module],
+    make_head: Callable[[nn.Module, torch.Tensor | None], nn.Module] | None,
+    output: bool,
+) -> nn.Module:
+    """The common ``compress``: the input table becomes ``fit_table(table)``; a linear output head
+    becomes ``make_head(fitted, bias)`` when ``output`` and ``make_head`` are given, reusing the
+    input's fitted module when the head is tied to it (the tie is preserved) and fitting its own
+    table otherwise. Any head is untied afterwards, so ``tie_weights()`` leaves it as it is."""
+    table = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    fitted = fit_table(table)
+    model.set_input_embeddings(fitted)
+    if head is None:
+        return model
+    if output and make_head is not None and isinstance(head, nn.Linear):
+        head_fitted = fitted if head.weight is table else fit_table(head.weight)
+        model.set_output_embeddings(make_head(head_fitted, head.bias))
+    untie(model)
+    return model
 
 
 class Adapter(ABC):

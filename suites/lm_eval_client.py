@@ -2,7 +2,7 @@
 
 * The model goes to lm-eval as ``HFLM(pretrained=<model object>, tokenizer=<tokenizer object>)``.
   HFLM calls ``tie_weights()``; adapters clear the tie flag when they replace the output head
-  (``harness.adapters.asg.untie``), so the compressed head survives.
+  (``harness.adapter.untie``), so the compressed head survives.
 * Tasks are lm-eval YAML files under ``suites/lm_eval_tasks/<folder>/``. They only look up
   fields; their ``dataset_kwargs.data_files`` name a JSONL file that the suite writes into the
   run's workdir at run time. :func:`render_tasks` copies the YAMLs there with those names turned
