@@ -53,14 +53,19 @@ from typing import Literal
 import faiss
 import numpy as np
 import torch
+from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
 from threadpoolctl import threadpool_limits
 from torch import nn
 
 from harness.adapter import Adapter, FitContext, ProgressFn, replace_tables
-from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.kmeans import assign_with_capacity, balanced_kmeans, kmeans, squared_distances
+from harness.kmeans import (
+    assign_with_capacity,
+    balanced_kmeans,
+    kmeans,
+    squared_distances,
+)
 
 
 def min_sub_embeddings(vocab: int, K: int) -> int:

@@ -35,10 +35,10 @@ import faiss
 import numpy as np
 import torch
 import torch.nn.functional as F
+from harness.adapters.asg import concept_id_dtype
 from torch import nn
 
 from harness.adapter import Adapter, FitContext, replace_tables
-from harness.adapters.asg import concept_id_dtype
 from harness.config import require_positive
 from harness.errors import ConfigError
 from harness.kmeans import cluster_means, kmeans

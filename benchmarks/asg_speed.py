@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import torch
-
-from harness import models
-from harness.adapter import FitContext
 from harness.adapters.asg import AsgAdapter, AsgConfig, ConceptEmbedding, ConceptLMHead
+
+from harness.adapter import FitContext
+from harness.sources import models
 
 
 def _time(fn, device: str, inner: int) -> float:

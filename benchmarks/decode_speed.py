@@ -1,7 +1,7 @@
 """Decoder efficiency, base vs ASG on SmolLM2: prefill latency, decode tokens/s and peak memory.
 
 Paired and alternating (drift hits both models), each pair measured with the runner's own
-``harness.efficiency.decode_latency`` (batch 1, 128-token prompt, KV-cached decode steps);
+``harness.measure.efficiency.decode_latency`` (batch 1, 128-token prompt, KV-cached decode steps);
 reported as medians over pairs and as ratios ASG / base.
 
     python -m benchmarks.decode_speed [--pairs 5] [--k 1024] [--m 48] [--device cpu|cuda]
@@ -17,11 +17,11 @@ import statistics
 from pathlib import Path
 
 import torch
-
-from harness import models
-from harness.adapter import FitContext
 from harness.adapters.asg import AsgAdapter, AsgConfig
-from harness.efficiency import decode_latency, model_bytes
+
+from harness.adapter import FitContext
+from harness.measure.efficiency import decode_latency, model_bytes
+from harness.sources import models
 
 
 def measure_pairs(base, asg, device: str, pairs: int, new_tokens: int) -> dict:

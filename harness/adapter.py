@@ -15,6 +15,8 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import nn
 
+from harness.results.records import CompressionReport, EmbeddingFootprint
+
 ProgressFn = Callable[[str, int, int], None]
 """``progress(label, done, total)``: how an adapter reports fitting progress."""
 
@@ -36,47 +38,6 @@ class FitContext:
     device: str = "cpu"
     threads: int = 0  # 0 = library default
     progress: ProgressFn = field(default=no_progress, compare=False)
-
-
-@dataclass(frozen=True)
-class EmbeddingFootprint:
-    """Parameters and bytes of a model's token-embedding modules (input and output side)."""
-
-    embedding_params: int
-    storage_bytes: int
-    total_params: int
-
-
-@dataclass(frozen=True)
-class CompressionReport:
-    """Embedding parameters and storage before/after an adapter, id maps included."""
-
-    embedding_params_before: int
-    embedding_params_after: int
-    storage_bytes_before: int
-    storage_bytes_after: int
-    total_params_before: int
-    total_params_after: int
-
-    @classmethod
-    def between(cls, before: EmbeddingFootprint, after: EmbeddingFootprint) -> CompressionReport:
-        return cls(
-            embedding_params_before=before.embedding_params,
-            embedding_params_after=after.embedding_params,
-            storage_bytes_before=before.storage_bytes,
-            storage_bytes_after=after.storage_bytes,
-            total_params_before=before.total_params,
-            total_params_after=after.total_params,
-        )
-
-    @property
-    def emb_param_fraction(self) -> float:
-        """Embedding parameters kept: after / before (ASG: k/V, paper 000 Appendix B)."""
-        return self.embedding_params_after / self.embedding_params_before
-
-    @property
-    def storage_fraction(self) -> float:
-        return self.storage_bytes_after / self.storage_bytes_before
 
 
 def _embedding_modules(model: nn.Module) -> list[nn.Module]:

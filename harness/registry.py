@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 
 from harness.adapter import Adapter
 from harness.errors import HarnessError, UnknownNameError
-from harness.suites.base import Suite
+from harness.suite import Suite
 
 T = TypeVar("T")
 

@@ -21,18 +21,18 @@ from typing import Any
 import torch
 from transformers import AutoConfig, set_seed
 
-from harness import models
 from harness.adapter import Adapter, FitContext, ProgressFn, no_progress
 from harness.config import as_dict, build_config, config_fields, parse_assignments
-from harness.data import data_root
-from harness.efficiency import measure
 from harness.errors import ConfigError
-from harness.metrics import pct_base
+from harness.measure.efficiency import measure
+from harness.measure.metrics import pct_base
 from harness.provenance import git_sha, hardware, resolve_device, versions
-from harness.records import LatencyStats, Provenance, RunRecord, RunSpec, Score
 from harness.registry import ADAPTERS, SUITES
-from harness.store import Store
-from harness.suites.base import PROFILES, Suite, SuiteContext, SuiteData
+from harness.results.records import LatencyStats, Provenance, RunRecord, RunSpec, Score
+from harness.results.store import Store
+from harness.sources import models
+from harness.sources.data import data_root
+from harness.suite import PROFILES, Suite, SuiteContext, SuiteData
 
 
 @dataclass(frozen=True)

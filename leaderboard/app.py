@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Callable
 
 import streamlit as st
+from harness.leaderboard import pages, plots, queries
 
 from harness.errors import StoreBusyError, StoreError
-from harness.leaderboard import pages, plots, queries
-from harness.store import default_path
+from harness.results.store import default_path
 
 TITLE = "Compressed-embedding leaderboard"
 TABS = ["Pareto", "Table", "Languages", "Efficiency", "Run detail"]

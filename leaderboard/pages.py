@@ -7,10 +7,10 @@ from typing import Callable
 
 import pandas as pd
 import streamlit as st
-
 from harness.leaderboard import frames, plots
 from harness.leaderboard.queries import Snapshot
-from harness.records import RunRecord
+
+from harness.results.records import RunRecord
 
 NO_MATCH = "No finished runs match the filters in the sidebar."
 TABLE_FORMATS = {

@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from harness.leaderboard.frames import config_label, pareto_frontier, run_label
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
-
-from harness.leaderboard.frames import config_label, pareto_frontier, run_label
 
 BASELINE_COLOUR = "#7f7f7f"
 PAPER_COLOUR = "#222222"

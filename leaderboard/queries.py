@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.store import Store
+from harness.results.store import Store
 
 # A filter is a list parameter: `list_contains(?, column)`, never text pasted into SQL.
 _WHERE = "list_contains(?, model) AND list_contains(?, suite) AND list_contains(?, profile)"

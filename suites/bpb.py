@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-
-from harness.data import local_or_hub
-from harness.errors import DataError
-from harness.metrics import bits_per_byte, bootstrap_ratio_ci
-from harness.records import Score
-from harness.suites.base import Suite, SuiteContext, SuiteData, SuiteResult
 from harness.suites.lm_eval_client import render_tasks, run_tasks, write_jsonl
+
+from harness.errors import DataError
+from harness.measure.metrics import bits_per_byte, bootstrap_ratio_ci
+from harness.results.records import Score
+from harness.sources.data import local_or_hub
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult
 
 FILES = {"valid": "wikitext2/valid.txt", "test": "wikitext2/test.txt"}
 HUB_ID = "Salesforce/wikitext"  # config wikitext-2-v1: the tokenized release, one line per row

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from harness.data import local_or_hub
-from harness.errors import ConfigError, DataError
-from harness.metrics import bootstrap_ci
-from harness.records import Score
 from harness.suites import xnli
-from harness.suites.base import Suite, SuiteContext, SuiteData, SuiteResult
 from harness.suites.lm_eval_client import render_tasks, run_tasks, write_jsonl
+
+from harness.errors import ConfigError, DataError
+from harness.measure.metrics import bootstrap_ci
+from harness.results.records import Score
+from harness.sources.data import local_or_hub
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult
 
 SST2_FILE = "glue/SST-2/dev.tsv"
 SST2_HUB_ID = "nyu-mll/glue"

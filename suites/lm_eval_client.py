@@ -24,7 +24,7 @@ import numpy as np
 import yaml
 from torch import nn
 
-from harness.suites.base import SuiteContext
+from harness.suite import SuiteContext
 
 TASKS_DIR = Path(__file__).with_name("lm_eval_tasks")
 

@@ -25,16 +25,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 from datasets import Dataset, DatasetDict
+from harness.suites.mteb_encoder import CompressedEncoder, model_meta
 from mteb.abstasks.classification import AbsTaskClassification
 from mteb.abstasks.task_metadata import TaskMetadata
 from sklearn.exceptions import UndefinedMetricWarning
 
-from harness.data import local_or_hub
 from harness.errors import DataError
-from harness.metrics import bootstrap_ci
-from harness.records import Score
-from harness.suites.base import Suite, SuiteContext, SuiteData, SuiteResult
-from harness.suites.mteb_encoder import CompressedEncoder, model_meta
+from harness.measure.metrics import bootstrap_ci
+from harness.results.records import Score
+from harness.sources.data import local_or_hub
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult
 
 
 @dataclass(frozen=True)

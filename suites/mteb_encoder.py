@@ -17,7 +17,7 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 from torch import nn
 
 from harness.adapter import footprint
-from harness.efficiency import model_bytes
+from harness.measure.efficiency import model_bytes
 
 
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

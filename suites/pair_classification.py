@@ -11,10 +11,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
-from transformers import DataCollatorWithPadding, PrinterCallback, Trainer, TrainerCallback, TrainingArguments
+from transformers import (
+    DataCollatorWithPadding,
+    PrinterCallback,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 from harness.adapter import ProgressFn
-from harness.suites.base import FinetuneBudget, SuiteContext
+from harness.suite import FinetuneBudget, SuiteContext
 
 
 @dataclass(frozen=True)

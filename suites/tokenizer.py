@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-
-from harness.metrics import bootstrap_ratio_ci
-from harness.records import Score
 from harness.suites import bpb, xnli
-from harness.suites.base import Suite, SuiteContext, SuiteData, SuiteResult
+
+from harness.measure.metrics import bootstrap_ratio_ci
+from harness.results.records import Score
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult
 
 _WORD = re.compile(r"\w+")
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-
-from harness.data import local_or_hub
-from harness.errors import DataError
-from harness.metrics import bootstrap_ci
-from harness.records import Score
-from harness.suites.base import FinetuneBudget, Suite, SuiteContext, SuiteData, SuiteResult
 from harness.suites.pair_classification import PairSet, finetune, predict
+
+from harness.errors import DataError
+from harness.measure.metrics import bootstrap_ci
+from harness.results.records import Score
+from harness.sources.data import local_or_hub
+from harness.suite import FinetuneBudget, Suite, SuiteContext, SuiteData, SuiteResult
 
 LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 as in the HF xnli dataset

@@ -30,7 +30,7 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def minilm_ref():
-    from harness import models
+    from harness.sources import models
 
     return models.resolve("minilm")
 

@@ -6,11 +6,17 @@ import faiss
 import numpy as np
 import pytest
 import torch
+from harness.adapters.asg import (
+    AsgAdapter,
+    AsgConfig,
+    ConceptEmbedding,
+    ConceptLMHead,
+    concept_id_dtype,
+)
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from harness.adapter import FitContext, footprint
-from harness.adapters.asg import AsgAdapter, AsgConfig, ConceptEmbedding, ConceptLMHead, concept_id_dtype
 from harness.errors import ConfigError
 
 
@@ -128,7 +134,7 @@ def test_decoder_input_and_output_side(tiny_decoder):
 
 
 def test_compression_report_on_encoder(minilm_ref):
-    from harness import models
+    from harness.sources import models
 
     model, _ = models.load(minilm_ref, "sequence_classification", 3)
     before = footprint(model)

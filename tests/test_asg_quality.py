@@ -6,11 +6,11 @@ import copy
 
 import numpy as np
 import torch
-
-from harness import models
-from harness.adapter import FitContext
 from harness.adapters.asg import AsgAdapter, AsgConfig
 from harness.suites import xnli
+
+from harness.adapter import FitContext
+from harness.sources import models
 
 
 def _embed(model, tokenizer, texts: list[str]) -> torch.Tensor:

@@ -7,7 +7,7 @@ import time
 import torch
 from transformers import BertConfig, BertModel
 
-from harness.efficiency import ROUNDS, measure
+from harness.measure.efficiency import ROUNDS, measure
 
 
 def _tiny_encoder(name: str, calls: list[str], delay_s: float = 0.0) -> BertModel:

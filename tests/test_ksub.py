@@ -6,10 +6,16 @@ import faiss
 import numpy as np
 import pytest
 import torch
+from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
+from harness.adapters.ksub import (
+    KsubAdapter,
+    KsubConfig,
+    clustered_codes,
+    min_sub_embeddings,
+    random_codes,
+)
 
 from harness.adapter import FitContext
-from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
-from harness.adapters.ksub import KsubAdapter, KsubConfig, clustered_codes, min_sub_embeddings, random_codes
 from harness.errors import ConfigError
 from harness.kmeans import assign_with_capacity, balanced_kmeans, squared_distances
 

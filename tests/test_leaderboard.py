@@ -12,14 +12,14 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from harness.leaderboard.frames import pareto_frontier
+from harness.leaderboard.plots import FRONTIER_NAME, PAPERS_NAME, log_ticks
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.leaderboard.frames import pareto_frontier
-from harness.leaderboard.plots import FRONTIER_NAME, PAPERS_NAME, log_ticks
-from harness.reference import read_paper_results
-from harness.store import Store
+from harness.results.reference import read_paper_results
+from harness.results.store import Store
 from tests.conftest import REPO
 
 APP = str(REPO / "leaderboard" / "app.py")

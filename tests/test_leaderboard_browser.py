@@ -12,10 +12,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from harness.leaderboard.app import TITLE
 from harness.leaderboard.plots import FRONTIER_NAME
-from harness.store import Store
+
+from harness.results.store import Store
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

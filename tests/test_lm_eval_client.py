@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from harness.adapters.asg import AsgAdapter, AsgConfig, ConceptLMHead
+from harness.adapters.none import NoneAdapter
+from harness.suites.bpb import BitsPerByte, BpbConfig
 from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 
-from harness import models
 from harness.adapter import FitContext
-from harness.adapters.asg import AsgAdapter, AsgConfig, ConceptLMHead
-from harness.adapters.none import NoneAdapter
-from harness.suites.base import SuiteContext
-from harness.suites.bpb import BitsPerByte, BpbConfig
+from harness.sources import models
+from harness.suite import SuiteContext
 
 PAIRS = [("The capital of France is", " Paris."), ("Cats and dogs", " are pets that many people keep at home."), ("1, 2, 3,", " 4")]
 

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.results.store import Store
 from harness.run import RunRequest, execute
-from harness.store import Store
 
 SMALL_ASG = ("k=64", "m=8", "niter=5")
 

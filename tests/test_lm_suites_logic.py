@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 import yaml
-
-from harness.errors import ConfigError
-from harness.metrics import bits_per_byte, bootstrap_ratio_ci
 from harness.suites import bpb
 from harness.suites.lm_eval import LmEvalConfig
 from harness.suites.lm_eval_client import TASKS_DIR, render_tasks
 from harness.suites.tokenizer import count
+
+from harness.errors import ConfigError
+from harness.measure.metrics import bits_per_byte, bootstrap_ratio_ci
 
 
 def test_bits_per_byte_is_nll_over_ln2_over_bytes():

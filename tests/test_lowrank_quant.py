@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from harness.adapters.lowrank import FactorizedLMHead, LowrankAdapter, LowrankConfig
+from harness.adapters.quant import (
+    QuantAdapter,
+    QuantConfig,
+    QuantizedEmbedding,
+    QuantizedLMHead,
+)
 from threadpoolctl import threadpool_limits
 
 from harness.adapter import FitContext, footprint
-from harness.adapters.lowrank import FactorizedLMHead, LowrankAdapter, LowrankConfig
-from harness.adapters.quant import QuantAdapter, QuantConfig, QuantizedEmbedding, QuantizedLMHead
 from harness.errors import ConfigError
 
 # Relative squared reconstruction error ||E - E_q||^2 / ||E||^2 on MiniLM's table (measured 5.3e-5 and 1.7e-2)
@@ -92,7 +97,7 @@ def test_int4_packs_two_values_per_byte_odd_width():
 
 
 def test_quant_counts_stored_values_in_the_report(minilm_ref):
-    from harness import models
+    from harness.sources import models
 
     model, _ = models.load(minilm_ref, "sequence_classification", 3)
     before = footprint(model)

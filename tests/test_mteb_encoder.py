@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from mteb.models import EncoderProtocol
-from mteb.models.model_meta import ModelMeta
-
-from harness import models
-from harness.adapter import FitContext
 from harness.adapters.asg import AsgAdapter, AsgConfig
 from harness.suites.mteb_clf import Banking77Local
 from harness.suites.mteb_encoder import CompressedEncoder, mean_pool, model_meta
+from mteb.models import EncoderProtocol
+from mteb.models.model_meta import ModelMeta
+
+from harness.adapter import FitContext
+from harness.sources import models
 
 
 def test_wrapper_is_an_encoder_with_the_compressed_counts():

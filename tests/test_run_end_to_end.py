@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.results.store import Store
 from harness.run import RunRequest, execute
-from harness.store import Store
 
 
 def _rows(db) -> list[dict]:

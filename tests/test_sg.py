@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from harness.adapters.sg import SemanticGroupEmbedding, SgAdapter, SgConfig
 from torch import nn
 
 from harness.adapter import FitContext
-from harness.adapters.sg import SemanticGroupEmbedding, SgAdapter, SgConfig
 from harness.errors import ConfigError
 
 

@@ -9,9 +9,15 @@ import time
 
 import pytest
 
-from harness.adapter import CompressionReport
-from harness.records import LatencyStats, Provenance, RunRecord, RunSpec, Score
-from harness.store import Store
+from harness.results.records import (
+    CompressionReport,
+    LatencyStats,
+    Provenance,
+    RunRecord,
+    RunSpec,
+    Score,
+)
+from harness.results.store import Store
 
 
 def _record(run_id: str, status: str = "running", pid: int = 1, **spec_changes) -> RunRecord:

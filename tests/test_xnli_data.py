@@ -6,9 +6,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from harness.suites import xnli
 
 from harness.errors import DataError
-from harness.suites import xnli
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Annotated, Iterator, Optional
 
-
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from harness.errors import HarnessError
 

@@ -12,7 +12,7 @@ import typer
 
 from harness.cli.common import DbOption, user_errors
 from harness.errors import ConfigError
-from harness.store import default_path
+from harness.results.store import default_path
 
 
 def _check_port_free(port: int) -> None:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from harness import models
 from harness.cli.common import DbOption, console, user_errors
-from harness.config import config_fields
 from harness.registry import ADAPTERS, SUITES
-from harness.store import Store
+from harness.results.store import Store
+from harness.sources import models
 
 list_app = typer.Typer(help="List adapters, suites, models or stored runs.", no_args_is_help=True)
 

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from harness.cli.common import DbOption, console, user_errors
-from harness.reference import read_paper_results
-from harness.store import Store
+from harness.results.reference import read_paper_results
+from harness.results.store import Store
 
 reference_app = typer.Typer(help="The papers' reported numbers (paper_results table).", no_args_is_help=True)
 

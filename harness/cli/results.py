@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 import pandas as pd
 import typer
@@ -11,7 +11,7 @@ from rich.table import Table
 
 from harness.cli.common import DbOption, console, user_errors
 from harness.errors import ConfigError
-from harness.store import Store
+from harness.results.store import Store
 
 COLUMNS = (
     "run_id", "model", "adapter", "config", "suite", "profile", "seed", "task", "language", "metric",

@@ -8,9 +8,9 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import DbOption, RichProgress, console, err_console, user_errors
-from harness.records import RunRecord
+from harness.results.records import RunRecord
+from harness.results.store import Store
 from harness.run import BASE_PHASE, RunOutcome, RunRequest, execute
-from harness.store import Store
 
 
 def run(

@@ -8,7 +8,46 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.adapter import CompressionReport
+
+@dataclass(frozen=True)
+class EmbeddingFootprint:
+    """Parameters and bytes of a model's token-embedding modules (input and output side)."""
+
+    embedding_params: int
+    storage_bytes: int
+    total_params: int
+
+
+@dataclass(frozen=True)
+class CompressionReport:
+    """Embedding parameters and storage before/after an adapter, id maps included."""
+
+    embedding_params_before: int
+    embedding_params_after: int
+    storage_bytes_before: int
+    storage_bytes_after: int
+    total_params_before: int
+    total_params_after: int
+
+    @classmethod
+    def between(cls, before: EmbeddingFootprint, after: EmbeddingFootprint) -> CompressionReport:
+        return cls(
+            embedding_params_before=before.embedding_params,
+            embedding_params_after=after.embedding_params,
+            storage_bytes_before=before.storage_bytes,
+            storage_bytes_after=after.storage_bytes,
+            total_params_before=before.total_params,
+            total_params_after=after.total_params,
+        )
+
+    @property
+    def emb_param_fraction(self) -> float:
+        """Embedding parameters kept: after / before (ASG: k/V, paper 000 Appendix B)."""
+        return self.embedding_params_after / self.embedding_params_before
+
+    @property
+    def storage_fraction(self) -> float:
+        return self.storage_bytes_after / self.storage_bytes_before
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Any, ClassVar, Literal
 from torch import nn
 
 from harness.adapter import ProgressFn, no_progress
-from harness.models import Head, Kind
-from harness.records import Score
+from harness.results.records import Score
+from harness.sources.models import Head, Kind
 
 Profile = Literal["smoke", "quick", "paper"]
 PROFILES: tuple[Profile, ...] = ("smoke", "quick", "paper")

@@ -1,4 +1,4 @@
-"""The papers' reported numbers (``harness/paper_results.csv``, one row per printed number).
+"""The papers' reported numbers (``harness/results/paper_results.csv``, one row per printed number).
 
 ``read_paper_results`` maps each row onto the store's vocabulary so a paper's point can sit on
 the leaderboard's Pareto plot beside measured ones:
@@ -63,7 +63,7 @@ class PaperResult:
 
 
 def packaged_csv() -> Path:
-    return Path(str(files("harness") / "paper_results.csv"))
+    return Path(str(files("harness.results") / "paper_results.csv"))
 
 
 def read_paper_results(path: Path | None = None) -> list[PaperResult]:

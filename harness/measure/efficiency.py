@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from harness.models import Kind
-from harness.records import LatencyStats
+from harness.results.records import LatencyStats
+from harness.sources.models import Kind
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")

@@ -24,7 +24,7 @@ The tokenizer (``tok_content``) maps each codepoint through the normalization ma
 of spaces, prepends U+2581 unless the text starts with a space, turns spaces into U+2581 and runs
 Viterbi over the Unigram pieces (an unknown character scores min score - 10), framed by
 ``<s> ... </s>``. That is XLM-R's tokenizer.json pipeline, rebuilt here with ``tokenizers``: the
-map becomes a ``Precompiled`` charsmap (:mod:`harness.charsmap`). Known differences from e5.c,
+map becomes a ``Precompiled`` charsmap (:mod:`harness.sources.charsmap`). Known differences from e5.c,
 all from ``tokenizers``: consecutive unknown characters fuse into one ``<unk>`` (as in
 SentencePiece; e5.c emits one per character); a grapheme cluster under 6 bytes that starts with a
 mapped character is replaced as a whole (U+00A0 U+0301 -> " "); segmentations of equal score may
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.charsmap import precompiled_charsmap
 from harness.errors import ModelSourceError
+from harness.sources.charsmap import precompiled_charsmap
 
 FILE_NAME = "e5-small-q4.bin"
 MAGIC = b"E5S1"
@@ -198,7 +198,15 @@ def build_model(f: E5File):
 
 def build_tokenizer(f: E5File):
     """XLM-R's fast-tokenizer pipeline over the file's pieces, scores and normalization map."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        normalizers,
+        pre_tokenizers,
+        processors,
+    )
     from tokenizers.models import Unigram
     from transformers import PreTrainedTokenizerFast
 

@@ -1,0 +1,1 @@
+"""Measurement: metrics and statistics (pure functions) and efficiency (latency, memory)."""
