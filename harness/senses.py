@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import string
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, Sequence
 
@@ -45,7 +46,8 @@ from scipy.spatial.distance import pdist, squareform
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from harness.errors import DataError
+from harness.config import require_positive
+from harness.errors import ConfigError, DataError
 from harness.kmeans import kmeans
 
 Clustering = Literal["kmeans", "mcl"]
@@ -62,6 +64,32 @@ SCORE_CHUNK = 4096        # positions scored at once by the drop-in (bounds the 
 
 
 @dataclass(frozen=True)
+class SenseSettings:
+    """How a sense dictionary is built (the settings both adapters share)."""
+
+    k: int = 15                          # senses per token at most (paper 004 Table 5; the authors' script used 20)
+    clustering: Clustering = "kmeans"    # "mcl": k per token from Markov clustering (Appendix C, H)
+    cap: int = 1000                      # sampled last-layer vectors per token (the authors' scripts)
+    min_count: int = 1                   # tokens seen fewer times in the fit text get no entry (keep their vector)
+    fp16: bool = True                    # store senses in float16, as the authors' dictionaries are 16-bit
+    corpus: str = "wikitext2_train"      # the fit corpus (paper 004 Appendix B lists WikiText)
+
+    def __post_init__(self) -> None:
+        require_positive(k=self.k, cap=self.cap, min_count=self.min_count)
+        if self.clustering not in ("kmeans", "mcl"):
+            raise ConfigError(f"clustering={self.clustering} is unknown; use kmeans or mcl")
+
+
+@dataclass(frozen=True)
+class SenseBudget:
+    """Fit text per profile: how much of the corpus runs through the model, in what windows."""
+
+    fit_tokens: int | None  # tokens read from the corpus (None = all of it)
+    window: int = 128       # tokens per window, special tokens included (the authors' max_seq_len)
+    batch_size: int = 32
+
+
+@dataclass(frozen=True)
 class TokenVectors:
     """Sampled last-layer vectors grouped by token: token ``ids[i]`` owns
     ``vectors[offsets[i]:offsets[i + 1]]``; ``seen[i]`` counts its occurrences before the cap."""
@@ -74,6 +102,13 @@ class TokenVectors:
 
     def of(self, i: int) -> np.ndarray:
         return self.vectors[self.offsets[i]:self.offsets[i + 1]]
+
+    def capped(self, cap: int) -> TokenVectors:
+        """The sample a smaller ``cap`` would have drawn: each token's vectors are kept in order of
+        their random keys, so the first ``cap`` of them are exactly the bottom-``cap`` sample."""
+        kept = np.minimum(np.diff(self.offsets), cap)
+        rows = np.concatenate([np.arange(s, s + n) for s, n in zip(self.offsets[:-1], kept)]).astype(np.int64)
+        return TokenVectors(self.ids, np.append(0, np.cumsum(kept)), self.vectors[rows], self.seen, self.tokens_read)
 
 
 def fit_windows(tokenizer: Any, texts: Sequence[str], window: int, max_tokens: int | None, seed: int) -> list[list[int]]:
@@ -326,6 +361,24 @@ def build(vectors: TokenVectors, vocab_size: int, k: int, clustering: Clustering
     return SenseDictionary(offsets, senses)
 
 
+def fit_dictionary(model: nn.Module, fit: Any, settings: SenseSettings) -> tuple[SenseDictionary, list[list[int]], dict[str, Any]]:
+    """The sense dictionary of ``model``'s last layer over the fit corpus, under ``fit.budget``
+    (a :class:`SenseBudget`); returns it, the fit windows, and the facts to store with the run."""
+    budget: SenseBudget = fit.budget
+    tokenizer = fit.tokenizer
+    windows = fit_windows(tokenizer, fit.corpus(settings.corpus).texts, budget.window, budget.fit_tokens, fit.seed)
+    vocab = model.get_input_embeddings().num_embeddings
+    sampled = collect(
+        backbone_of(model), windows, settings.cap, vocab, pad_id=tokenizer.pad_token_id or 0,
+        batch_size=budget.batch_size, seed=fit.seed, device=fit.device, progress=fit.progress,
+    )
+    dictionary = build(sampled, vocab, settings.k, settings.clustering, min_count=settings.min_count,
+                       fp16=settings.fp16, seed=fit.seed, progress=fit.progress)
+    facts = {"fit_tokens": sampled.tokens_read, "fit_windows": len(windows), "vectors_sampled": len(sampled.vectors),
+             **dictionary.statistics(settings.k)}
+    return dictionary, windows, facts
+
+
 def backbone_of(model: nn.Module) -> nn.Module:
     """The transformers base model inside a task model (``model.bert``, ``model.model``, a
     MeanPooledClassifier's ``encoder``), or the model itself when it is one."""
@@ -333,22 +386,69 @@ def backbone_of(model: nn.Module) -> nn.Module:
     return inner if isinstance(inner, nn.Module) else model
 
 
-def sense_cross_entropy(dictionary: SenseDictionary, ids: torch.Tensor, mask: torch.Tensor,
-                        student: torch.Tensor, teacher: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """SKD loss, paper 004 Section 3.3: over the positions whose token has two or more senses, the
-    teacher's arg-max sense is the label and the loss is the mean cross-entropy of the softmax over
-    that token's senses of the (aligned) student vector's dot products. Padding senses get -inf (the
-    authors' script sets them to 0, which lets a padding slot win). Returns (loss, share of
-    positions where the student's arg-max already agrees with the teacher's)."""
+def teacher_senses(dictionary: SenseDictionary, ids: torch.Tensor, mask: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """SKD labels, paper 004 Section 3.3: per position the index of the teacher vector's sense of
+    largest dot product, or -1 where there is nothing to choose (padding, no entry, one sense)."""
     flat_ids = ids.reshape(-1)
+    labels = torch.full_like(flat_ids, -1)
     keep = torch.nonzero((mask.reshape(-1) > 0) & (dictionary.counts()[flat_ids] > 1)).flatten()
+    for chunk in keep.split(SCORE_CHUNK):
+        logits, _ = dictionary.scores(flat_ids[chunk], teacher.reshape(-1, teacher.shape[-1])[chunk])
+        labels[chunk] = logits.argmax(-1)
+    return labels.view(ids.shape)
+
+
+def sense_cross_entropy(dictionary: SenseDictionary, ids: torch.Tensor, labels: torch.Tensor,
+                        student: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """SKD loss, paper 004 Section 3.3: mean over labelled positions of the cross-entropy of the
+    softmax over the token's senses of their dot products with the (W_align-mapped) student vector,
+    against the teacher's sense (:func:`teacher_senses`). Padding senses get -inf (the authors'
+    script sets them to 0, which lets a padding slot win the softmax). Returns (loss, share of
+    positions where the student's arg-max sense already is the teacher's)."""
+    keep = torch.nonzero(labels.reshape(-1) >= 0).flatten()
     if not len(keep):
         return student.sum() * 0.0, 1.0
     s = student.reshape(-1, student.shape[-1])[keep]
     s = dictionary.align(s) if dictionary.align is not None else s
-    with torch.no_grad():
-        t_logits, _ = dictionary.scores(flat_ids[keep], teacher.reshape(-1, teacher.shape[-1])[keep])
-        labels = t_logits.argmax(-1)
-    s_logits, _ = dictionary.scores(flat_ids[keep], s)
-    agree = float((s_logits.argmax(-1) == labels).float().mean())
-    return F.cross_entropy(s_logits, labels), agree
+    logits, _ = dictionary.scores(ids.reshape(-1)[keep], s)
+    target = labels.reshape(-1)[keep]
+    return F.cross_entropy(logits, target), float((logits.argmax(-1) == target).float().mean())
+
+
+def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *, k: int, cap: int,
+                seed: int, window: int = 128, batch_size: int = 32, device: str = "cpu") -> list[np.ndarray]:
+    """Senses of whole words (paper 004 Appendix E): each occurrence of a target word in ``texts``
+    (whitespace words, matched lower-cased without surrounding punctuation) gets the mean of its
+    tokens' last-layer vectors; at most ``cap`` occurrences per word are sampled and clustered into
+    at most ``k`` senses. Returns one (k_w, D) float32 matrix per word, (0, D) when it never occurs."""
+    index = {w.lower(): i for i, w in enumerate(words)}
+    chunks = [ws[s:s + window // 2] for text in texts for ws in [text.split()] for s in range(0, len(ws), window // 2)]
+    backbone = backbone_of(model).eval().to(device)
+    sample = _Sample(cap, len(words), seed)
+    with torch.inference_mode():
+        for start in range(0, len(chunks), batch_size):
+            batch = chunks[start:start + batch_size]
+            enc = tokenizer(batch, is_split_into_words=True, truncation=True, max_length=window, padding=True, return_tensors="pt")
+            hidden = last_hidden(backbone, enc["input_ids"].to(device), enc["attention_mask"].to(device)).float().cpu()
+            for row, chunk in enumerate(batch):
+                positions: dict[int, list[int]] = {}
+                for pos, w in enumerate(enc.word_ids(row)):
+                    if w is not None and chunk[w].strip(string.punctuation).lower() in index:
+                        positions.setdefault(w, []).append(pos)
+                if positions:
+                    ids = np.array([index[chunk[w].strip(string.punctuation).lower()] for w in positions])
+                    means = torch.stack([hidden[row, p].mean(0) for p in positions.values()])
+                    sample.add(ids, means.numpy())
+    found = sample.result(0)
+    dim = backbone.config.hidden_size
+    out = [np.zeros((0, dim), dtype=np.float32) for _ in words]
+    with single_threaded():
+        for i, word in enumerate(found.ids):
+            out[word] = token_senses(found.of(i), k, "kmeans", seed)
+    return out
+
+
+def max_sense_similarity(a: np.ndarray, b: np.ndarray) -> float:
+    """Paper 004 Appendix E: a word pair's score is the largest dot product over their senses
+    (NaN when a word has none)."""
+    return float((a @ b.T).max()) if len(a) and len(b) else float("nan")

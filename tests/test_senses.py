@@ -57,6 +57,9 @@ def test_collect_counts_every_token_and_caps_a_uniform_sample(tiny_encoder, wind
         assert np.abs(real - v.astype(np.float32)).max(axis=1).min() < 1e-2
     again = senses.collect(tiny_encoder, windows, cap=6, vocab_size=VOCAB, pad_id=0, batch_size=3, seed=0)
     assert np.array_equal(again.vectors, sampled.vectors)  # the sample does not depend on batching
+    smaller = senses.collect(tiny_encoder, windows, cap=2, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
+    assert np.array_equal(sampled.capped(2).vectors, smaller.vectors)
+    assert np.array_equal(sampled.capped(2).offsets, smaller.offsets)
 
 
 def test_build_keeps_few_vectors_and_clusters_many(sampled):
@@ -147,7 +150,9 @@ def test_sense_cross_entropy_is_the_papers_loss_and_trains_an_aligned_student(sa
     mask = torch.tensor([[1, 1, 1, 0]])
     teacher = torch.randn(1, 4, 32)
     student = torch.randn(1, 4, 32, requires_grad=True)
-    loss, _ = senses.sense_cross_entropy(d, ids, mask, student, teacher)
+    labels = senses.teacher_senses(d, ids, mask, teacher)
+    assert labels[0, 2] == -1 and labels[0, 3] == -1  # no entry; padding
+    loss, _ = senses.sense_cross_entropy(d, ids, labels, student)
     manual = []
     for t in (0, 1):  # token 59 has no entry and position 3 is padding
         rows = d.senses[d.offsets[int(ids[0, t])]:d.offsets[int(ids[0, t]) + 1]]
@@ -156,7 +161,7 @@ def test_sense_cross_entropy_is_the_papers_loss_and_trains_an_aligned_student(sa
     assert torch.allclose(loss, torch.stack(manual).mean())
     loss.backward()
     assert student.grad[0, :2].abs().sum() > 0 and student.grad[0, 2:].abs().sum() == 0
-    _, agree = senses.sense_cross_entropy(d, ids, mask, teacher, teacher)
+    _, agree = senses.sense_cross_entropy(d, ids, labels, teacher)
     assert agree == 1.0
     # W_align: a narrower student (16 wide) learns to pick the teacher's senses
     torch.manual_seed(0)
@@ -165,7 +170,25 @@ def test_sense_cross_entropy_is_the_papers_loss_and_trains_an_aligned_student(sa
     opt = torch.optim.Adam([narrow, *d.align.parameters()], lr=0.05)
     for _ in range(100):
         opt.zero_grad()
-        loss, agree = senses.sense_cross_entropy(d, ids, mask, narrow, teacher)
+        loss, agree = senses.sense_cross_entropy(d, ids, labels, narrow)
         loss.backward()
         opt.step()
     assert agree == 1.0 and d.choose(ids, narrow.detach()).shape == (1, 4, 32)
+
+
+def test_word_senses_average_a_words_tokens_and_score_by_the_best_pair(minilm_ref):
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(minilm_ref.location), AutoModel.from_pretrained(minilm_ref.location)
+    texts = ["The river bank was muddy.", "She paid the bank, (the loan) in cash.", "Snowboarding is fun. A BANK!"]
+    words = ["bank", "snowboarding", "absent"]
+    found = senses.word_senses(model, tokenizer, texts, words, k=2, cap=10, seed=0)
+    assert [len(s) for s in found] == [2, 1, 0]
+    enc = tokenizer(["Snowboarding", "is", "fun.", "A", "BANK!"], is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**enc).last_hidden_state[0]
+    pieces = [i for i, w in enumerate(enc.word_ids(0)) if w == 0]
+    assert len(pieces) > 1  # a word of several word pieces: its vector is their mean
+    assert np.allclose(found[1][0], hidden[pieces].mean(0).numpy(), atol=1e-2)
+    assert senses.max_sense_similarity(found[0], found[1]) == pytest.approx(float((found[0] @ found[1].T).max()))
+    assert np.isnan(senses.max_sense_similarity(found[0], found[2]))
