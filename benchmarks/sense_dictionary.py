@@ -3,8 +3,14 @@
 MiniLM runs once over a fixed slice of WikiText-2 train with the largest vector cap; each smaller
 cap's sample is its prefix (``TokenVectors.capped``: the bottom-k sample is nested), so every row
 uses the same text. For each vector cap the sampled vectors and a k-means dictionary are built; for
-each sense cap k the dictionary is built from the largest sample. Reported: bytes, senses, seconds
-to cluster, and a least-squares line through the sizes with its R^2 (1.0 = exactly linear).
+each sense cap k the dictionary is built from the largest sample.
+
+A token seen n_t times keeps min(n_t, cap) vectors and gets min(n_t, k) k-means senses, so the sizes
+are sum_t min(n_t, cap) D 2 bytes (sample, fp16) and sum_t min(n_t, k) D 2 + 8 (V + 1) bytes
+(dictionary, fp16 senses + int64 offsets): linear in the cap over the tokens seen at least that
+often, flattening as rarer tokens run out of occurrences. Reported per row: measured bytes, the
+formula's bytes, the part from "frequent" tokens (seen at least the largest cap / k times; exactly
+linear), seconds to cluster, and least-squares lines with R^2 for the whole and the frequent part.
 
     python -m benchmarks.sense_dictionary [--tokens 40000] [--caps 25,50,100,200,400] [--ks 1,5,10,15,20,30]
         [--out benchmarks/out/sense_dictionary.json]
@@ -19,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 from transformers import AutoModel, AutoTokenizer
 
 from harness import senses
@@ -27,21 +34,27 @@ from harness.sources.data import data_root
 
 
 def linear_fit(x: list[float], y: list[float]) -> dict[str, float]:
-    """Slope, intercept and R^2 of the least-squares line y = a x + b."""
+    """Slope, intercept and R^2 of the least-squares line y = a x + b (R^2 = 1 for a constant fitted exactly)."""
     a, b = np.polyfit(x, y, 1)
-    residual = np.asarray(y) - (a * np.asarray(x) + b)
-    r2 = 1 - float((residual ** 2).sum() / ((np.asarray(y) - np.mean(y)) ** 2).sum())
-    return {"slope": float(a), "intercept": float(b), "r2": r2}
+    residual = ((np.asarray(y) - (a * np.asarray(x) + b)) ** 2).sum()
+    total = ((np.asarray(y) - np.mean(y)) ** 2).sum()
+    return {"slope": float(a), "intercept": float(b), "r2": 1.0 - float(residual / total) if total else float(residual == 0)}
 
 
-def dictionary_row(sampled: senses.TokenVectors, vocab: int, k: int, clustering: str) -> dict:
+def dictionary_row(sampled: senses.TokenVectors, vocab: int, k: int, clustering: str, frequent: np.ndarray) -> dict:
+    """Sizes of one sample and its dictionary; ``frequent`` marks the tokens counted apart."""
     start = time.perf_counter()
     d = senses.build(sampled, vocab, k, clustering)
-    stats = d.statistics(k)
+    seconds = time.perf_counter() - start
+    stats, dim = d.statistics(k), sampled.vectors.shape[1]
+    kept = np.diff(sampled.offsets)
     return {
         "k": k, "clustering": clustering, "vectors": len(sampled.vectors), "vector_bytes": sampled.vectors.nbytes,
+        "frequent_vector_bytes": int(kept[frequent].sum()) * dim * 2,
         "senses": stats["senses"], "dictionary_bytes": stats["dictionary_bytes"],
-        "share_below_k": round(stats["share_below_k"], 4), "cluster_s": round(time.perf_counter() - start, 2),
+        "formula_dictionary_bytes": int(np.minimum(kept, k).sum()) * dim * 2 + 8 * (vocab + 1) if clustering == "kmeans" else None,
+        "frequent_dictionary_bytes": int(d.counts()[torch.from_numpy(sampled.ids[frequent])].sum()) * dim * 2,
+        "share_below_k": round(stats["share_below_k"], 4), "cluster_s": round(seconds, 2),
     }
 
 
@@ -64,20 +77,23 @@ def main() -> None:
     full = senses.collect(model, windows, max(caps), vocab, pad_id=tokenizer.pad_token_id, batch_size=32, seed=0)
     collect_s = time.perf_counter() - start
 
-    by_cap = [{"cap": c, **dictionary_row(full.capped(c), vocab, 15, "kmeans")} for c in caps]
-    by_k = [dictionary_row(full, vocab, k, "kmeans") for k in ks]
+    often_cap, often_k = full.seen >= max(caps), np.diff(full.offsets) >= max(ks)
+    by_cap = [{"cap": c, **dictionary_row(full.capped(c), vocab, 15, "kmeans", often_cap)} for c in caps]
+    by_k = [dictionary_row(full, vocab, k, "kmeans", often_k) for k in ks]
     result = {
         "model": "minilm", "fit_tokens": full.tokens_read, "tokens_with_vectors": len(full.ids),
+        "tokens_seen_max_cap_times": int(often_cap.sum()), "tokens_with_max_k_vectors": int(often_k.sum()),
         "collect_s": round(collect_s, 1), "load_average": os.getloadavg()[0],
         "by_vector_cap": by_cap,
         "vector_bytes_vs_cap": linear_fit(caps, [r["vector_bytes"] for r in by_cap]),
+        "frequent_vector_bytes_vs_cap": linear_fit(caps, [r["frequent_vector_bytes"] for r in by_cap]),
         "dictionary_bytes_vs_cap": linear_fit(caps, [r["dictionary_bytes"] for r in by_cap]),
         "by_sense_cap": by_k,
         "dictionary_bytes_vs_k": linear_fit(ks, [r["dictionary_bytes"] for r in by_k]),
-        "dense_layout_bytes_per_k": len(full.ids) * model.config.hidden_size * 2,  # V_entries x k x D, fp16
+        "frequent_dictionary_bytes_vs_k": linear_fit(ks, [r["frequent_dictionary_bytes"] for r in by_k]),
     }
     if args.mcl:
-        mcl = [{"cap": c, **dictionary_row(full.capped(c), vocab, 10**6, "mcl")} for c in caps]
+        mcl = [{"cap": c, **dictionary_row(full.capped(c), vocab, 10**6, "mcl", often_cap)} for c in caps]
         result |= {"mcl_by_vector_cap": mcl, "mcl_dictionary_bytes_vs_cap": linear_fit(caps, [r["dictionary_bytes"] for r in mcl])}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
