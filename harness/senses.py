@@ -46,6 +46,7 @@ from scipy.spatial.distance import pdist, squareform
 from threadpoolctl import threadpool_limits
 from torch import nn
 
+from harness.adapter import TokenStorage
 from harness.config import require_positive
 from harness.errors import ConfigError, DataError
 from harness.kmeans import kmeans
@@ -240,12 +241,13 @@ def token_senses(vectors: np.ndarray, k: int, clustering: Clustering, seed: int)
     return centroids
 
 
-class SenseDictionary(nn.Module):
+class SenseDictionary(nn.Module, TokenStorage):
     """The senses of every token with an entry, stored ragged: token ``t`` owns rows
     ``senses[offsets[t]:offsets[t + 1]]`` (none when the two are equal). Both are persistent
     buffers, so the dictionary's bytes count in the model's storage.
 
-    ``align`` is SKD's W_align (paper 004 Section 3.3): a linear map from a narrower student's
+    Marked :class:`~harness.adapter.TokenStorage`, so the compression report counts it with the
+    token-embedding storage. ``align`` is SKD's W_align (paper 004 Section 3.3): a linear map from a narrower student's
     vectors into the dictionary's width, applied before the senses are scored; None when the widths
     match (a student cut from the teacher's own layers).
     """
