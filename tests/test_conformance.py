@@ -72,7 +72,7 @@ def _cases():
 def _small_config(cls):
     """The adapter's defaults, shrunk where a default does not fit a 48-wide, 1,000-token table."""
     fields = config_fields(cls.config_class)
-    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "200", "anchors": "32"}
+    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "200", "anchors": "32", "layers": "1"}
     return build_config(cls.config_class, {k: v for k, v in small.items() if k in fields}, cls.name)
 
 
