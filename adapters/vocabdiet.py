@@ -19,11 +19,12 @@ Choices where the paper is open (the authors' code ``posthoc/`` decides where it
 * Ids: a removed form keeps its token id, so the tokenizer is unchanged (text -> ids -> text is
   the base tokenizer's round trip) and the teacher's logits align with the student's class for
   class; what is freed is its stored row. New merges take ids from V on.
-* Patchscopes filter (authors' default ``--remove_patchscopes_mistakes``): with the initial
-  transformations, every form's composed vector is put into ``X, X, X, X,`` on the unchanged model
-  and forms whose greedy continuation does not spell them keep their own rows. The authors accept a
-  resolution in any of the first 10 layers; we read the model's output (exact first word).
-  ``budget.probe_forms`` caps the forms probed (the smoke profile probes a few).
+* Patchscopes filter (authors' default ``--remove_patchscopes_mistakes``; here ``--set filter=true``,
+  off by default because it costs greedy decoding of every form, about 12k on SmolLM2, which is
+  hours on a shared 2-core CPU): with the initial transformations, each form's composed vector is
+  put into ``X, X, X, X,`` on the unchanged model, and forms whose continuation does not spell
+  them keep their own rows. The authors accept a resolution in any of the first 10 layers; we
+  read the model's output (first word). ``budget.probe_forms`` caps the forms probed.
 * Tied models (SmolLM2) keep one stored table for both sides; the input and output transformation
   vectors are still separate tables (paper: E_T and U_T), equal at the start.
 * Stage 2's teacher is the stage-1 model (paper Section 5; the authors compute it with the LoRA
@@ -41,6 +42,8 @@ Choices where the paper is open (the authors' code ``posthoc/`` decides where it
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import dataclass
 from itertools import chain, zip_longest
 from pathlib import Path
@@ -60,11 +63,14 @@ from harness.vocab.decomposition import Decomposition
 from harness.vocab.reallocation import NewToken
 
 
+_WORD = re.compile(r"[A-Za-z]+")
+
+
 @dataclass(frozen=True)
 class VocabDietConfig:
     distill: Literal["none", "stage1", "stage2"] = "stage2"  # distillation stages run after the initialisation
     reallocate: int = 0    # freed rows given to new BPE merges learned on the fit text (Section 7)
-    filter: bool = True    # keep the own rows of forms whose composed vector fails the Patchscopes probe
+    filter: bool = False   # keep the own rows of forms whose composed vector fails the Patchscopes probe
     unimorph: str = ""     # UniMorph table; "" = <data dir>/unimorph/eng.tsv
 
     def __post_init__(self) -> None:
@@ -88,8 +94,8 @@ class VocabDietBudget:
 BUDGETS = dict(
     smoke=VocabDietBudget(fit_texts=40, probe_forms=64, seq_len=32, batch=2, stage1_steps=2, stage2_steps=2,
                           lr_transforms=1e-3, lr_lora=1e-4),
-    quick=VocabDietBudget(fit_texts=800, probe_forms=None, seq_len=128, batch=4, stage1_steps=60, stage2_steps=60,
-                          lr_transforms=2e-3, lr_lora=2e-4),
+    quick=VocabDietBudget(fit_texts=800, probe_forms=None, seq_len=128, batch=2, stage1_steps=30, stage2_steps=30,
+                          lr_transforms=5e-3, lr_lora=1e-3),
     paper=VocabDietBudget(fit_texts=20000, probe_forms=None, seq_len=256, batch=8, stage1_steps=2500, stage2_steps=2500,
                           lr_transforms=5e-5, lr_lora=5e-5),
 )
@@ -241,19 +247,19 @@ class VocabDietAdapter(Adapter):
             raise ConfigError("no data directory for the UniMorph table; set HARNESS_DATA_DIR or --set unimorph=PATH")
         return root / "unimorph" / "eng.tsv"
 
-    def decomposition(self, tokenizer: Any, words: Sequence[str]) -> tuple[Decomposition, str]:
+    def decomposition(self, tokenizer: Any, word_counts: Counter) -> tuple[Decomposition, str]:
         """The map of ``tokenizer``'s vocabulary and its leading-space marker."""
         marker = decomposition.leading_space_marker(tokenizer)
         table = decomposition.read_unimorph(self.unimorph_path())
-        return decomposition.build(tokenizer.get_vocab(), marker, table, words, tokenizer.all_special_ids), marker
+        return decomposition.build(tokenizer.get_vocab(), marker, table, word_counts, tokenizer.all_special_ids), marker
 
     def diet(self, model: nn.Module, tokenizer: Any, teacher: nn.Module, texts: dict[str, Sequence[str]],
              budget: VocabDietBudget, seed: int = 0, progress: ProgressFn | None = None) -> Diet:
         """The whole method on explicit inputs: ``texts`` maps each fit corpus to its texts."""
         progress = progress or (lambda label, done, total: None)
         cfg = self.config
-        words = {w for text in texts.get("wikitext2_train", ()) for w in text.split()}
-        decomp, marker = self.decomposition(tokenizer, sorted(words))
+        words = Counter(w for text in texts.get("wikitext2_train", ()) for w in _WORD.findall(text))
+        decomp, marker = self.decomposition(tokenizer, words)
         vocab = model.get_input_embeddings().weight.shape[0]
         found = len(decomp.forms)
         if cfg.filter:

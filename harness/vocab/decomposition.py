@@ -9,9 +9,11 @@ Choices (the paper is silent; the authors' ``posthoc/utils/english_morphology.py
 
 * A base is a word-initial token (leading-space marker + lower-case ASCII letters) of at least
   four letters that is an English word (a UniMorph lemma or form, or a lower-case word of the
-  given word list: the authors check a spelling dictionary, we use the fit corpus's words),
-  not a function word (the authors drop NLTK's stop words and auxiliaries), and not itself an
-  inflected form of another lemma. Capitalized tokens are never bases.
+  given word counts: the authors check a spelling dictionary, we use the fit corpus's words),
+  not a function word (the authors drop NLTK's stop words and auxiliaries), not a proper noun
+  (the authors ask spaCy for PROPN / named entities; we call a word proper when the corpus writes
+  it capitalized more often than in lower case: ``Jack``, ``March``, ``United``), and not itself
+  an inflected form of another lemma. Capitalized tokens are never bases.
 * Three transformation groups, at most one of each per form (null choices have no vector):
   the UniMorph inflection tag, ``no_space`` (the form lacks the leading space) and
   ``capitalized`` (first letter upper case). The staged UniMorph release (2019 ``eng``) holds
@@ -122,8 +124,8 @@ class Decomposition:
                              self.english_words, self.details)
 
 
-def _bases(vocab: Mapping[str, int], marker: str, dictionary: set[str], inflected: set[str], lemmas: set[str],
-           min_letters: int) -> dict[str, int]:
+def _bases(vocab: Mapping[str, int], marker: str, dictionary: set[str], counts: Mapping[str, int], inflected: set[str],
+           lemmas: set[str], min_letters: int) -> dict[str, int]:
     """lower-case base word -> its word-initial token id."""
     out = {}
     for token, i in vocab.items():
@@ -131,6 +133,8 @@ def _bases(vocab: Mapping[str, int], marker: str, dictionary: set[str], inflecte
         if not token.startswith(marker) or len(word) < min_letters or not _LOWER_WORD.fullmatch(word):
             continue
         if word in FUNCTION_WORDS or word not in dictionary or (word in inflected and word not in lemmas):
+            continue
+        if counts.get(word.capitalize(), 0) > counts.get(word, 0):  # mostly written as a name
             continue
         out[word] = i
     return out
@@ -154,11 +158,15 @@ def _inflections(unimorph: UniMorph, bases: Mapping[str, int]) -> dict[str, tupl
     return {w: (w, None) if w in bases else next(iter(r)) for w, r in readings.items() if w in bases or len(r) == 1}
 
 
-def build(vocab: Mapping[str, int], marker: str, unimorph: UniMorph, words: Iterable[str] = (),
+def build(vocab: Mapping[str, int], marker: str, unimorph: UniMorph, word_counts: Mapping[str, int] | None = None,
           special_ids: Iterable[int] = (), min_letters: int = 4) -> Decomposition:
-    """The decomposition map of a vocabulary (``token string -> id``), see the module docstring."""
-    dictionary = unimorph.words | {w for w in words if _LOWER_WORD.fullmatch(w)}
-    bases = _bases(vocab, marker, dictionary, unimorph.inflected, set(unimorph.paradigms), min_letters)
+    """The decomposition map of a vocabulary (``token string -> id``), see the module docstring.
+
+    ``word_counts``: case-sensitive word frequencies of a corpus (English word list and proper-noun test).
+    """
+    counts = word_counts or {}
+    dictionary = unimorph.words | {w for w in counts if _LOWER_WORD.fullmatch(w)}
+    bases = _bases(vocab, marker, dictionary, counts, unimorph.inflected, set(unimorph.paradigms), min_letters)
     tags = sorted({tag for forms in unimorph.paradigms.values() for ts in forms.values() for tag in ts})
     names = tuple(tags) + (NO_SPACE, CAPITALIZED)
     index = {name: i for i, name in enumerate(names)}
