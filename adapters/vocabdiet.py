@@ -53,7 +53,8 @@ import torch
 from torch import nn
 
 from harness import distill
-from harness.adapter import Adapter, FitContext, ProgressFn, untie
+from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, no_progress, untie
+from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
 from harness.sources.data import data_root, file_digest
@@ -91,7 +92,7 @@ class VocabDietBudget:
     warmup: float = 0.03
 
 
-BUDGETS = dict(
+BUDGETS = Budgets(
     smoke=VocabDietBudget(fit_texts=40, probe_forms=64, seq_len=32, batch=2, stage1_steps=2, stage2_steps=2,
                           lr_transforms=1e-3, lr_lora=1e-4),
     quick=VocabDietBudget(fit_texts=800, probe_forms=None, seq_len=128, batch=2, stage1_steps=30, stage2_steps=30,
@@ -215,18 +216,6 @@ def _train(model: nn.Module, groups: list[dict], loss: Any, blocks: torch.Tensor
         model.requires_grad_(False)
 
 
-@dataclass
-class Diet:
-    """What :meth:`VocabDietAdapter.diet` returns: the composed model, the changed tokenizer (None when
-    no slot was reallocated), rows stored, slots freed and the facts stored with the run."""
-
-    model: nn.Module
-    tokenizer: Any
-    vocab_size: int
-    freed_slots: int
-    details: dict
-
-
 class VocabDietAdapter(Adapter):
     """Vocab Diet on a decoder: composed vocabulary, Patchscopes filter, distillation, reallocation."""
 
@@ -253,10 +242,13 @@ class VocabDietAdapter(Adapter):
         table = decomposition.read_unimorph(self.unimorph_path())
         return decomposition.build(tokenizer.get_vocab(), marker, table, word_counts, tokenizer.all_special_ids), marker
 
+    def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
+        texts = {name: fit.corpus(name).texts[: fit.budget.fit_texts] for name in self.corpora()}
+        return self.diet(model, fit.tokenizer, fit.teacher, texts, fit.budget, fit.seed, fit.progress)
+
     def diet(self, model: nn.Module, tokenizer: Any, teacher: nn.Module, texts: dict[str, Sequence[str]],
-             budget: VocabDietBudget, seed: int = 0, progress: ProgressFn | None = None) -> Diet:
+             budget: VocabDietBudget, seed: int = 0, progress: ProgressFn = no_progress) -> Compressed:
         """The whole method on explicit inputs: ``texts`` maps each fit corpus to its texts."""
-        progress = progress or (lambda label, done, total: None)
         cfg = self.config
         words = Counter(w for text in texts.get("wikitext2_train", ()) for w in _WORD.findall(text))
         decomp, marker = self.decomposition(tokenizer, words)
@@ -290,8 +282,5 @@ class VocabDietAdapter(Adapter):
             "distill_loss": {stage: [v[0], v[-1]] for stage, v in losses.items()},
             **decomp.details,
         }
-        return Diet(model, changed, vocab - len(decomp.forms) + len(new_tokens), len(decomp.forms), details)
-
-    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
-        raise NotImplementedError("wired to FitContext with contract v2")
+        return Compressed(model, changed, vocab - len(decomp.forms) + len(new_tokens), len(decomp.forms), details)
 

@@ -25,13 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import DataError
+from harness.budgets import Budgets
 from harness.measure.metrics import bootstrap_ci
 from harness.results.records import Score
-from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult
+from harness.sources.data import DataSource, local_or_hub
+from harness.sources.heads import Head
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
 from harness.vocab import decomposition, patchscopes
 
-UNIMORPH = "unimorph/eng.tsv"
+UNIMORPH = DataSource(("unimorph/eng.tsv",))
 
 
 @dataclass(frozen=True)
@@ -47,32 +49,26 @@ class PatchscopesBudget:
 class Patchscopes(Suite):
     name = "patchscopes"
     description = "Does the model decode a form's (composed) vector to the form? Exact / base / other rates (paper 003 Tables 1, 7)"
-    head = "causal_lm"
+    head = Head("causal_lm")
     kinds = ("decoder",)
     default_model = "smollm2"
     config_class = PatchscopesConfig
+    budgets = Budgets(smoke=PatchscopesBudget(24), quick=PatchscopesBudget(600), paper=PatchscopesBudget(None))
 
-    def budget(self, profile: str) -> PatchscopesBudget:
-        return PatchscopesBudget({"smoke": 24, "quick": 600}.get(profile))
-
-    def recipe(self, profile: str, config: PatchscopesConfig) -> dict[str, Any]:
-        return {"forms": self.budget(profile).forms}
+    def sources(self, config: PatchscopesConfig) -> tuple[DataSource, ...]:
+        return (UNIMORPH,)
 
     def prepare(self, data_dir: Path | None, config: PatchscopesConfig) -> SuiteData:
-        if data_dir is None:
-            raise DataError(f"no data directory; set HARNESS_DATA_DIR or --data-dir to a folder holding {UNIMORPH}")
-        path = data_dir / UNIMORPH
-        from harness.sources.data import file_digest
+        table, files = local_or_hub(data_dir, UNIMORPH, lambda paths: decomposition.read_unimorph(paths[0]), lambda: None)
+        return SuiteData({"unimorph": table}, files)
 
-        return SuiteData({"unimorph": decomposition.read_unimorph(path)}, {str(path): file_digest(path)})
-
-    def evaluate(self, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
+    def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         marker = decomposition.leading_space_marker(tokenizer)
         decomp = decomposition.build(tokenizer.get_vocab(), marker, data.splits["unimorph"],
                                      special_ids=tokenizer.all_special_ids)
         rng = np.random.default_rng(ctx.seed)
         ids = sorted(decomp.forms)
-        limit = self.budget(ctx.profile).forms
+        limit = ctx.budget.forms
         ids = sorted(rng.permutation(ids)[:limit].tolist()) if limit else ids
         words = {i: t.removeprefix(marker) for i, t in zip(ids, tokenizer.convert_ids_to_tokens(ids))}
         siblings = _siblings(tokenizer, decomp, marker)

@@ -13,11 +13,11 @@ from harness.errors import ConfigError, DataError
 
 @pytest.fixture(scope="module")
 def fit_texts(data_dir):
-    from harness.suites import bpb
+    from harness.sources import corpora
 
     lines = (data_dir / "wikitext2" / "train.txt").read_text(encoding="utf-8").splitlines(keepends=True)[:3000]
     c4 = [json.loads(line)["text"] for line in (data_dir / "c4_sample" / "c4_sample.jsonl").open(encoding="utf-8")][:40]
-    return {"wikitext2_train": bpb.articles(lines)[:40], "c4_sample": c4}
+    return {"wikitext2_train": corpora.wikitext_articles(lines)[:40], "c4_sample": c4}
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def _diet(model, tokenizer, texts, **settings):
     from harness.adapters.vocabdiet import BUDGETS, VocabDietAdapter, VocabDietConfig
 
     teacher = copy.deepcopy(model).requires_grad_(False)
-    return VocabDietAdapter(VocabDietConfig(**settings)).diet(model, tokenizer, teacher, texts, BUDGETS["smoke"])
+    return VocabDietAdapter(VocabDietConfig(**settings)).diet(model, tokenizer, teacher, texts, BUDGETS.smoke)
 
 
 def test_diet_frees_rows_reallocates_and_distills(small_decoder, smollm2_tokenizer, fit_texts):

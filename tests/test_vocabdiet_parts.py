@@ -120,10 +120,10 @@ def test_composed_tables_match_the_dense_composition(tiny_decoder):
 
 
 def test_reallocated_tokenizer_round_trips_and_compresses(smollm2_tokenizer, data_dir):
-    from harness.suites import bpb
+    from harness.suites import texts
     from harness.vocab import reallocation
 
-    fit = bpb.articles((data_dir / "wikitext2" / "valid.txt").read_text(encoding="utf-8").splitlines(keepends=True))[:30]
+    fit = texts.wikitext("valid", data_dir)[0][:30]
     tokens = reallocation.learn_merges(smollm2_tokenizer, fit, 200)
     assert len({t.text for t in tokens}) == 200 and not {t.text for t in tokens} & smollm2_tokenizer.get_vocab().keys()
     first = len(smollm2_tokenizer)
@@ -134,7 +134,7 @@ def test_reallocated_tokenizer_round_trips_and_compresses(smollm2_tokenizer, dat
         return sum(len(tok.encode(t, add_special_tokens=False)) for t in texts)
 
     assert tokens_of(changed, fit) < 0.98 * tokens_of(smollm2_tokenizer, fit)  # bytes/token up by > 2% on the fit text
-    test = bpb.load("test", data_dir)[0]
+    test = texts.wikitext("test", data_dir)[0]
     ids = changed(test, add_special_tokens=False)["input_ids"]
     assert changed.batch_decode(ids) == test                  # text -> ids -> text on WikiText-2 test
     assert max(max(row) for row in ids) >= first               # and the new tokens are used there
