@@ -228,6 +228,13 @@ class VocabDietAdapter(Adapter):
     def corpora(self) -> tuple[str, ...]:
         return ("wikitext2_train", "c4_sample")
 
+    def check(self, vocab_size: int, hidden_size: int) -> None:
+        """Before any model loads: the UniMorph table reads, and reallocate cannot exceed the vocabulary."""
+        decomposition.read_unimorph(self.unimorph_path())
+        if self.config.reallocate >= vocab_size:
+            raise ConfigError(f"reallocate={self.config.reallocate} exceeds the vocabulary ({vocab_size} tokens); "
+                              "it refills freed rows, a fraction of that")
+
     def unimorph_path(self) -> Path:
         if self.config.unimorph:
             return Path(self.config.unimorph)

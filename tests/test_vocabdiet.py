@@ -93,3 +93,24 @@ def test_bad_input_is_one_line_error(small_decoder, smollm2_tokenizer, fit_texts
         _diet(small_decoder, smollm2_tokenizer, fit_texts, unimorph=str(empty))
     with pytest.raises(ConfigError, match="reallocate=-1"):
         _diet(small_decoder, smollm2_tokenizer, fit_texts, reallocate=-1)
+
+
+@pytest.mark.parametrize("setting, fragment", [
+    ("unimorph={empty}", "has no lemma<TAB>form<TAB>features rows"),   # refused in the plan, before any model
+    ("reallocate=60000", "exceeds the vocabulary (49152 tokens)"),
+    ("reallocate=40000", "exceeds the 11"),                            # known once the map is built
+])
+def test_cli_bad_input_exits_2_with_one_line(setting, fragment, tmp_path):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("", encoding="utf-8")
+    args = ["run", "--suite", "tokenizer", "--adapter", "vocabdiet", "--model", "smollm2", "--profile", "smoke",
+            "--set", "distill=none", "--set", setting.format(empty=empty), "--db", str(tmp_path / "r.duckdb")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error")]  # model loading logs aside
+    assert len(errors) == 1 and errors[0].startswith("error: ") and fragment in errors[0], result.stderr
+    assert "Traceback" not in result.output
