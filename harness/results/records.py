@@ -62,6 +62,7 @@ class Score:
     n: int = 0
     higher_is_better: bool = True
     pct_base: float | None = None  # filled by the runner from the baseline run
+    shots: int | None = None       # in-context examples per prompt (lm-eval tasks); None: not a prompted task
 
 
 @dataclass(frozen=True)
