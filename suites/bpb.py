@@ -120,7 +120,8 @@ class BitsPerByte(Suite):
         texts = [prefix(d, budget.max_bytes) for d in docs]
         data_file = write_jsonl(ctx.workdir / "wikitext2.jsonl", ({"text": t} for t in texts))
         include = render_tasks(["bpb"], ctx.workdir, {"wikitext2.jsonl": data_file})
-        per_doc = run_tasks(model, tokenizer, [TASK], include, "bits_per_byte", ctx, batch_size=1, max_length=budget.max_length)[TASK]
+        out = run_tasks(model, tokenizer, [TASK], include, ("bits_per_byte",), ctx, batch_size=1, max_length=budget.max_length)
+        per_doc = out[TASK].values["bits_per_byte"]
         nll, n_bytes = -per_doc[:, 0], per_doc[:, 1]
         value = bits_per_byte(float(nll.sum()), int(n_bytes.sum()))
         low, high = (bits_per_byte(v, 1) for v in bootstrap_ratio_ci(nll, n_bytes, np.random.default_rng(ctx.seed)))
