@@ -23,7 +23,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from harness.errors import DataError
-from harness.sources.data import local_or_hub
+from harness.sources.data import DataSource, local_or_hub
 
 Doc = dict[str, Any]
 POOL_SIZE = 100  # documents held out as the few-shot pool when the scored file is the only split
@@ -35,6 +35,7 @@ class Split:
 
     scored: list[Doc]
     pool: list[Doc]
+    ids: list[str]    # each scored document's position in its file (the item id of per-item outputs)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ class FewShotTask:
     chance: Literal["uniform", "majority"]     # uniform: mean of 1/choices; majority: the largest class share
     metrics: tuple[str, ...]                   # what lm-eval's own task reports
     split_name: str                            # the release split scored, as in the scores table
+
+    @property
+    def source(self) -> DataSource:
+        hub = self.hub.path if self.hub.name is None else f"{self.hub.path}:{self.hub.name}"
+        return DataSource(self.files, hub)
 
 
 def read_jsonl(path: Path) -> list[Doc]:
@@ -105,7 +111,13 @@ def held_out_pool(docs: list[Doc], group: Callable[[Doc], str], size: int = POOL
         if len(held) >= size:
             break
         held.update(members[key])
-    return Split([d for i, d in enumerate(docs) if i not in held], [d for i, d in enumerate(docs) if i in held])
+    kept = [i for i in range(len(docs)) if i not in held]
+    return Split([docs[i] for i in kept], [docs[i] for i in sorted(held)], [str(i) for i in kept])
+
+
+def separate_pool(scored: list[Doc], pool: list[Doc]) -> Split:
+    """A task whose few-shot pool is a split of its own (ARC Dev, COPA train)."""
+    return Split(scored, pool, [str(i) for i in range(len(scored))])
 
 
 def chance_level(task: FewShotTask, docs: list[Doc]) -> float:
@@ -139,7 +151,7 @@ def _arc_doc(path: Path, line: int, raw: Doc) -> Doc:
 
 def _read_arc(paths: list[Path]) -> Split:
     test, dev = ([_arc_doc(p, i, raw) for i, raw in enumerate(read_jsonl(p), start=1)] for p in paths)
-    return Split(test, dev)
+    return separate_pool(test, dev)
 
 
 def _arc(subset: str) -> FewShotTask:
@@ -173,7 +185,7 @@ def _read_copa(paths: list[Path]) -> Split:
     """SuperGLUE COPA: val.jsonl is scored, train.jsonl is the few-shot pool."""
     keys = {"premise", "choice1", "choice2", "question", "label"}
     val, train = (_require(p, read_jsonl(p), keys) for p in paths)
-    return Split(val, train)
+    return separate_pool(val, train)
 
 
 # -- PIQA, WinoGrande: documents and labels in separate files ----------------------------------
@@ -268,10 +280,10 @@ def _read_hub(task: FewShotTask) -> Split:
 
     scored = rows(task.hub.scored)
     if task.hub.pool is not None:
-        return Split(scored, rows(task.hub.pool))
+        return separate_pool(scored, rows(task.hub.pool))
     return held_out_pool(scored, task.group)
 
 
 def load(task: FewShotTask, data_dir: Path | None) -> tuple[Split, dict[str, str]]:
     """The task's documents from the release files, else from lm-eval's hub dataset (DataError offline)."""
-    return local_or_hub(data_dir, list(task.files), task.read_local, task.hub.path, lambda: _read_hub(task))
+    return local_or_hub(data_dir, task.source, task.read_local, lambda: _read_hub(task))

@@ -143,3 +143,12 @@ def test_task_and_shot_settings():
     assert build_config(LmEvalConfig, {"num_fewshot": "3"}, "suite").num_fewshot == 3
     with pytest.raises(ConfigError, match="0 or more"):
         LmEvalConfig(num_fewshot=-1)
+
+
+def test_cli_names_the_missing_file_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    result = CliRunner().invoke(app, ["run", "--suite", "lm_eval", "--set", "tasks=copa", "--data-dir", str(tmp_path), "--db", str(tmp_path / "r.duckdb")])
+    assert result.exit_code == 2 and "copa/val.jsonl" in result.output and len(result.output.strip().splitlines()) == 1
