@@ -144,6 +144,9 @@ class TaggingSuite(Suite):
         features, _ = tagging_features(tokenizer, train.words, ids, ctx.budget.max_length)
         return finetune(model, features, tagging_collator(tokenizer), ctx.budget, ctx)
 
+    def train_texts(self, task: Task, data: SuiteData, config: Any) -> list[str]:
+        return [" ".join(words) for words in self.training_sentences(data, config).words]
+
     def tag(self, model: Any, tokenizer: Any, sentences: TaggedSentences, ctx: SuiteContext) -> list[tuple[str, ...]]:
         """Predicted tags of every word, read at its first sub-token (``O`` where it has none)."""
         features, firsts = tagging_features(tokenizer, sentences.words, None, ctx.budget.max_length)

@@ -11,7 +11,7 @@ Two normalisations, both from the official scripts:
   inside words, as the official script does. Languages the script does not name (TyDiQA's fi, ko,
   ...) are split on whitespace with no articles removed.
 
-Scores are on the scripts' scale: 0-100 averaged over questions; per question 0 or 1 (EM) and 0-1 (F1).
+Per question: 0 or 1 (EM) and 0-1 (F1); the scripts average them over questions and print x 100.
 """
 
 from __future__ import annotations
