@@ -26,8 +26,9 @@ Choices where the paper is open, written down here:
   head shares the input side's codebooks and ConceptIDs, preserving the tie; untied tables are
   quantized separately (Section 2.4's OE'). The tie flag in the config is cleared so
   ``tie_weights()`` leaves the head alone. An output bias, if any, is kept.
-* Output logits are computed from the (m x k) segment scores H_i . c_{i,j} and summed with one
-  ``embedding_bag`` over the ConceptIDs: no V x D matrix is ever built.
+* Output logits are computed from the (m x k) segment scores H_i . c_{i,j}, summed over the
+  ConceptIDs by a fused CPU kernel (inference) or one ``embedding_bag`` (training, CUDA): no V x D
+  matrix is ever built.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from torch import nn
 from harness.adapter import Adapter, FitContext, ProgressFn, replace_tables
 from harness.config import require_positive
 from harness.errors import ConfigError
+from harness.gather_sum import gather_sum, padded_width
 from harness.kmeans import kmeans
 
 
@@ -135,41 +137,55 @@ class ConceptEmbedding(nn.Module):
 class ConceptLMHead(nn.Module):
     """Output side of ASG (Section 2.4): logit_t = sum_i H_i . u_{t,i}.
 
-    Computed as segment scores S[n, i*k + j] = H_i . C_i[j], shape (N, m*k), then one
-    ``embedding_bag`` (mode "sum") that adds, for every token t, the m scores its ConceptIDs
-    select. Memory is O(N*m*k + N*V); a (V, D) table is never formed.
+    Segment scores S[n, i*k + j] = H_i . C_i[j], shape (N, m*k), then for every token t the sum of
+    the m scores its ConceptIDs select. Two ways to the same sum, neither forming a (V, D) table:
+
+    * :meth:`reference_sum`: one ``embedding_bag`` (mode "sum") over the scores; differentiable,
+      any device and dtype. Used for training (gradients enabled), on CUDA and as the fallback.
+    * :func:`harness.gather_sum.gather_sum`: a fused CPU kernel reading the (m, V) map in its
+      stored dtype; float32 inference on CPU. Same logits up to float summation order.
     """
 
     def __init__(self, concepts: ConceptEmbedding, bias: torch.Tensor | None = None):
         super().__init__()
         self.concepts = concepts
         self.bias = None if bias is None else nn.Parameter(bias.detach().clone())
-        k, m = concepts.k, concepts.m
-        # (V, m) int32 bag indices into the flattened score matrix; derived, so not stored
-        rows = concepts.concept_ids.int() + torch.arange(m, dtype=torch.int32) * k
-        self.register_buffer("score_rows", rows, persistent=False)
+        # (m, V) ConceptIDs, segment-major, in the map's dtype: the order the gather-sum reads
+        # them; derived from the stored (V, m) map, so not stored
+        self.register_buffer("codes", concepts.concept_ids.T.contiguous(), persistent=False)
 
     @property
     def out_features(self) -> int:
         return self.concepts.num_embeddings
 
-    def segment_scores(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(N, D) hidden states -> (N, m*k) scores H_i . C_i[j]."""
+    def score_table(self, hidden: torch.Tensor, columns: int) -> torch.Tensor:
+        """(N, D) hidden states -> (m*k, columns) segment scores H_i . C_i[j], concept-major (row
+        i*k + j, one column per hidden state; columns beyond N are zero padding)."""
         c = self.concepts
-        h = hidden.reshape(hidden.shape[0], c.m, -1)  # (N, m, D/m)
-        books = c.codebooks if c.shared else c.codebooks.view(c.m, c.k, -1)
-        pattern = "nid,jd->nij" if c.shared else "nid,ijd->nij"
-        return torch.einsum(pattern, h, books.to(h.dtype)).reshape(hidden.shape[0], c.m * c.k)
+        h = F.pad(hidden, (0, 0, 0, columns - hidden.shape[0])).view(columns, c.m, -1)  # (columns, m, D/m)
+        books = c.codebooks.to(h.dtype)
+        if c.shared:
+            return torch.einsum("jd,nid->ijn", books, h).reshape(c.m * c.k, columns)
+        return torch.bmm(books.view(c.m, c.k, -1), h.permute(1, 2, 0)).view(c.m * c.k, columns)
+
+    def reference_sum(self, table: torch.Tensor, n: int) -> torch.Tensor:
+        """(m*k, >= n) score table -> (n, V) logits with one ``embedding_bag`` over the ConceptIDs."""
+        width = table.shape[0] // self.concepts.m
+        offsets = torch.arange(self.concepts.m, device=self.codes.device, dtype=torch.int32)[:, None] * width
+        rows = (self.codes.int() + offsets).T.contiguous()  # (V, m) rows of the table
+        return F.embedding_bag(rows, table, mode="sum")[:, :n].T  # (n, V)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         lead = hidden.shape[:-1]
-        scores = self.segment_scores(hidden.reshape(-1, hidden.shape[-1]))  # (N, m*k)
-        n = scores.shape[0]
-        # embedding_bag's CPU kernel is ~50x slower for a one-column table (decode at batch 1),
-        # so a lone token is given a duplicate column and the copy dropped afterwards
-        table = scores.T.expand(-1, 2) if n == 1 else scores.T
-        logits = F.embedding_bag(self.score_rows, table.contiguous(), mode="sum")[:, :n]  # (V, N)
-        logits = logits.T
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        n = flat.shape[0]
+        # a lone hidden state gets a second (zero) column for embedding_bag, whose CPU kernel is
+        # ~50x slower on a one-column table; the gather-sum kernel reads one column, or a multiple of 8
+        fast = not (torch.is_grad_enabled() and (flat.requires_grad or self.concepts.codebooks.requires_grad))
+        table = self.score_table(flat, padded_width(n) if fast else max(n, 2))
+        logits = gather_sum(table, self.codes, n) if fast else None  # None where the kernel does not apply
+        if logits is None:
+            logits = self.reference_sum(table if table.shape[1] > 1 else F.pad(table, (0, 1)), n)
         if self.bias is not None:
             logits = logits + self.bias
         return logits.reshape(*lead, -1)
