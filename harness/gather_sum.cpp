@@ -69,9 +69,12 @@ static void states(const float* S, int64_t ld, const code_t* codes, float* out, 
 template <typename code_t>
 static void run(const float* S, int64_t ld, const code_t* codes, float* out, int64_t N, int64_t m, int64_t k,
                 int64_t V) {
+  // threads only for at least ~1M gathered scores: below that, waking a second thread costs more
+  // than it saves (and on a loaded machine a descheduled thread stalls the whole call)
+  const bool threads = N * m * V >= (1 << 20);
   if (ld == 1) {
     constexpr int64_t B = 4096;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (threads)
     for (int64_t blk = 0; blk < (V + B - 1) / B; ++blk)
       one_state<code_t>(S, codes, out, m, k, V, blk * B, std::min(V, (blk + 1) * B));
     return;
@@ -80,7 +83,7 @@ static void run(const float* S, int64_t ld, const code_t* codes, float* out, int
   // partial sums (128 KiB) and four segments' score rows (256 KiB at 16 columns) stay in L2
   constexpr int64_t T = 2048;
   const int64_t chunks = (ld + 15) / 16, blocks = (V + T - 1) / T;
-#pragma omp parallel
+#pragma omp parallel if (threads)
   {
     alignas(64) static thread_local float acc[T * 16];
 #pragma omp for schedule(static) collapse(2)
