@@ -44,7 +44,7 @@ from torch import nn
 from harness.adapter import Adapter, FitContext, ProgressFn, replace_tables
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.gather_sum import gather_sum, padded_width
+from harness import gather_sum
 from harness.kmeans import kmeans
 
 
@@ -137,13 +137,15 @@ class ConceptEmbedding(nn.Module):
 class ConceptLMHead(nn.Module):
     """Output side of ASG (Section 2.4): logit_t = sum_i H_i . u_{t,i}.
 
-    Segment scores S[n, i*k + j] = H_i . C_i[j], shape (N, m*k), then for every token t the sum of
-    the m scores its ConceptIDs select. Two ways to the same sum, neither forming a (V, D) table:
+    Segment scores S[i*k + j, n] = H_i . C_i[j] (one row per Concept Vector, one column per hidden
+    state), then for every token t the sum of the m scores its ConceptIDs select. Two ways to the
+    same sum, neither forming a (V, D) table:
 
-    * :meth:`reference_sum`: one ``embedding_bag`` (mode "sum") over the scores; differentiable,
-      any device and dtype. Used for training (gradients enabled), on CUDA and as the fallback.
-    * :func:`harness.gather_sum.gather_sum`: a fused CPU kernel reading the (m, V) map in its
-      stored dtype; float32 inference on CPU. Same logits up to float summation order.
+    * :meth:`reference_sum`: one ``embedding_bag`` (mode "sum") over the score rows; differentiable,
+      any device and dtype. Used for training (gradients enabled), on CUDA and without a compiler.
+    * :mod:`harness.gather_sum`: a fused CPU kernel reading the (m, V) map in its stored dtype
+      (float32 inference on CPU; one call for the whole head at batch 1). Same logits up to the
+      order of the float additions.
     """
 
     def __init__(self, concepts: ConceptEmbedding, bias: torch.Tensor | None = None):
@@ -179,13 +181,14 @@ class ConceptLMHead(nn.Module):
         lead = hidden.shape[:-1]
         flat = hidden.reshape(-1, hidden.shape[-1])
         n = flat.shape[0]
-        # a lone hidden state gets a second (zero) column for embedding_bag, whose CPU kernel is
-        # ~50x slower on a one-column table; the gather-sum kernel reads one column, or a multiple of 8
-        fast = not (torch.is_grad_enabled() and (flat.requires_grad or self.concepts.codebooks.requires_grad))
-        table = self.score_table(flat, padded_width(n) if fast else max(n, 2))
-        logits = gather_sum(table, self.codes, n) if fast else None  # None where the kernel does not apply
-        if logits is None:
-            logits = self.reference_sum(table if table.shape[1] > 1 else F.pad(table, (0, 1)), n)
+        training = torch.is_grad_enabled() and (flat.requires_grad or self.concepts.codebooks.requires_grad)
+        if not training and gather_sum.applies(flat):
+            if n == 1:
+                logits = gather_sum.one_state_logits(flat[0], self.concepts.codebooks, self.codes, self.concepts.shared)
+            else:
+                logits = gather_sum.gather_sum(self.score_table(flat, gather_sum.padded_width(n)), self.codes, n)
+        else:  # a lone hidden state gets a second (zero) column: embedding_bag's CPU kernel is ~50x slower on one
+            logits = self.reference_sum(self.score_table(flat, max(n, 2)), n)
         if self.bias is not None:
             logits = logits + self.bias
         return logits.reshape(*lead, -1)

@@ -16,7 +16,7 @@ from harness.adapters.lowrank import FactorizedEmbedding, FactorizedLMHead
 from torch import nn
 
 from harness.benchmarks.report import Row
-from harness.benchmarks.timing import load_average, paired
+from harness.benchmarks.timing import against, load_average
 from harness.gather_sum import padded_width
 
 
@@ -89,18 +89,22 @@ def _bytes(head: nn.Module, n: int) -> tuple[int, int]:
 
 def head_rows(shape: Shape, table: torch.Tensor, heads: dict[str, nn.Module], device: str, rounds: int,
               batches: tuple[int, ...] = (1, 32), targets: dict[tuple[str, int], float] | None = None) -> list[Row]:
-    """Each head in ``heads`` against the dense projection of ``table``, ABAB, per batch size."""
+    """Each head in ``heads`` against the dense projection of ``table``, per batch size; all heads
+    and the dense one take turns within every round."""
     dense = dense_head(table).to(device)
+    heads = {name: head.to(device) for name, head in heads.items()}
     rows = []
     for n in batches:
         hidden = torch.randn(n, shape.dim, device=device)
+        calls = {name: (lambda head=head: head(hidden)) for name, head in heads.items() if name != "asg reference"}
+        if "asg reference" in heads:
+            asg = heads["asg reference"]
+            calls["asg reference"] = lambda: asg.reference_sum(asg.score_table(hidden, max(n, 2)), n)
+        inner = max(1, min(10, round(3e8 / (shape.vocab * shape.dim * n))))  # ~10 ms of dense head on 2 cores
+        pairs = against(lambda: dense(hidden), calls, device, rounds, inner)
         base_bytes, base_macs = _bytes(dense, n)
-        for name, head in heads.items():
-            head = head.to(device)
-            fn = head if name != "asg reference" else (lambda h, head=head: head.reference_sum(head.score_table(h, max(n, 2)), n))
-            inner = 10 if n == 1 else 3
-            pair = paired(lambda: dense(hidden), lambda fn=fn: fn(hidden), device, rounds, inner)
-            moved, macs = _bytes(head, n)
+        for name, pair in pairs.items():
+            moved, macs = _bytes(heads[name], n)
             rows.append(Row.timed(
                 "head", f"{name} @ {shape.label()}, batch {n}", "ms", pair,
                 target=(targets or {}).get((name, n)),

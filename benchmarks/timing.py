@@ -62,17 +62,20 @@ def peak_mb(fn: Callable[[], object], device: str) -> float:
     return torch.cuda.max_memory_allocated() / 2**20
 
 
-def paired(base: Callable[[], object], method: Callable[[], object], device: str, rounds: int, inner: int) -> Pair:
-    """Time ``base`` and ``method`` in ``rounds`` alternating rounds of ``inner`` calls each."""
+def against(base: Callable[[], object], methods: dict[str, Callable[[], object]], device: str, rounds: int,
+            inner: int) -> dict[str, Pair]:
+    """``base`` and every method in turn, round after round (A B C ... A B C ...); each method's
+    ratios are taken against the base time of the same round."""
+    fns = {"": base, **methods}
     with torch.inference_mode():
-        for fn in (base, method):  # warm-up: first-call costs (kernel build, allocator) stay out
+        for fn in fns.values():  # warm-up: first-call costs (kernel build, allocator) stay out
             fn()
-        peaks = (peak_mb(base, device), peak_mb(method, device))
-        samples: tuple[list[float], list[float]] = ([], [])
+        peaks = {name: peak_mb(fn, device) for name, fn in fns.items()}
+        samples: dict[str, list[float]] = {name: [] for name in fns}
         for _ in range(rounds):
-            for fn, out in zip((base, method), samples):
-                out.append(time_ms(fn, device, inner))
-    return from_samples(*samples, peaks=peaks)
+            for name, fn in fns.items():
+                samples[name].append(time_ms(fn, device, inner))
+    return {name: from_samples(samples[""], samples[name], peaks=(peaks[""], peaks[name])) for name in methods}
 
 
 def from_samples(base: list[float], method: list[float], peaks: tuple[float, float] = (math.nan, math.nan)) -> Pair:

@@ -6,6 +6,9 @@
 // GNU OpenMP: it then shares the runtime torch loaded (libgomp.so.1), so torch.set_num_threads applies.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "codes are read as little-endian 64-bit words");
 
 typedef float v8 __attribute__((vector_size(32), aligned(4)));  // 8 floats; unaligned loads allowed
 
@@ -13,11 +16,15 @@ static inline v8 load8(const float* p) { return *reinterpret_cast<const v8*>(p);
 static inline void store8(float* p, v8 v) { *reinterpret_cast<v8*>(p) = v; }
 
 // One hidden state (ld = 1), tokens [t0, t1): blocks of 512 tokens keep the partial sums in L1 while
-// each segment's codes stream in order; four segments per pass cut the partial-sum loads and stores.
+// each segment's codes stream in order; four segments per pass cut the partial-sum loads and stores,
+// and each code row is read a 64-bit word at a time (4 uint16 or 8 uint8 codes per load). Measured
+// on Zen 2: 1.7x the speed of one load per code; AVX2 gathers were slower than either.
 template <typename code_t>
 static void one_state(const float* S, const code_t* codes, float* out, int64_t m, int64_t k, int64_t V,
                       int64_t t0, int64_t t1) {
   constexpr int64_t T = 512;
+  constexpr int bits = 8 * sizeof(code_t), per = 64 / bits;  // codes per 64-bit word
+  constexpr uint64_t mask = (uint64_t(1) << bits) - 1;
   float acc[T];
   for (int64_t b = t0; b < t1; b += T) {
     const int64_t n = std::min(T, t1 - b);
@@ -26,7 +33,16 @@ static void one_state(const float* S, const code_t* codes, float* out, int64_t m
     for (; i + 4 <= m; i += 4) {
       const float *s0 = S + i * k, *s1 = s0 + k, *s2 = s1 + k, *s3 = s2 + k;
       const code_t *c0 = codes + i * V + b, *c1 = c0 + V, *c2 = c1 + V, *c3 = c2 + V;
-      for (int64_t t = 0; t < n; ++t) acc[t] += (s0[c0[t]] + s1[c1[t]]) + (s2[c2[t]] + s3[c3[t]]);
+      int64_t t = 0;
+      if constexpr (per > 1) {
+        for (; t + per <= n; t += per) {
+          uint64_t w0, w1, w2, w3;
+          std::memcpy(&w0, c0 + t, 8), std::memcpy(&w1, c1 + t, 8), std::memcpy(&w2, c2 + t, 8), std::memcpy(&w3, c3 + t, 8);
+          for (int u = 0; u < per; ++u, w0 >>= bits, w1 >>= bits, w2 >>= bits, w3 >>= bits)
+            acc[t + u] += (s0[w0 & mask] + s1[w1 & mask]) + (s2[w2 & mask] + s3[w3 & mask]);
+        }
+      }
+      for (; t < n; ++t) acc[t] += (s0[c0[t]] + s1[c1[t]]) + (s2[c2[t]] + s3[c3[t]]);
     }
     for (; i < m; ++i) {
       const float* s0 = S + i * k;
@@ -99,6 +115,33 @@ static void run(const float* S, int64_t ld, const code_t* codes, float* out, int
   }
 }
 
+// Segment scores of one hidden state h (m*d): S[i*k + j] = h_i . C_i[j], C_i = books + i*k*d (or the
+// one shared codebook). Serial: ~m*k*d multiply-adds (0.6 M for SmolLM2), less than a thread wake-up.
+static void one_state_scores(const float* h, const float* books, bool shared, float* S, int64_t m, int64_t k, int64_t d) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* hi = h + i * d;
+    const float* Ci = books + (shared ? 0 : i * k * d);
+    float* Si = S + i * k;
+    int64_t j = 0;
+    for (; j + 4 <= k; j += 4) {  // four rows at once: independent sums keep the FMA units busy
+      const float *c0 = Ci + j * d, *c1 = c0 + d, *c2 = c1 + d, *c3 = c2 + d;
+      float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+      for (int64_t e = 0; e < d; ++e) {
+        a0 += c0[e] * hi[e];
+        a1 += c1[e] * hi[e];
+        a2 += c2[e] * hi[e];
+        a3 += c3[e] * hi[e];
+      }
+      Si[j] = a0, Si[j + 1] = a1, Si[j + 2] = a2, Si[j + 3] = a3;
+    }
+    for (; j < k; ++j) {
+      float a = 0.f;
+      for (int64_t e = 0; e < d; ++e) a += Ci[j * d + e] * hi[e];
+      Si[j] = a;
+    }
+  }
+}
+
 extern "C" {
 // S: (m*k, ld) float32, ld == 1 or a multiple of 8, N <= ld; codes: (m, V) with code_bytes 1 (uint8),
 // 2 (uint16) or 4 (int32), values in [0, k); out: (N, V). Returns 0, or 1 for an unsupported layout.
@@ -111,5 +154,13 @@ int gather_sum(const float* S, int64_t ld, const void* codes, int code_bytes, fl
     case 4: run(S, ld, static_cast<const int32_t*>(codes), out, N, m, k, V); return 0;
     default: return 1;
   }
+}
+
+// The whole head for one hidden state h (m*d floats): segment scores into S (m*k floats of
+// workspace), then the gather-sum into out (V). books: (m*k, d), or (k, d) when shared.
+int one_state_logits(const float* h, const float* books, int shared, float* S, const void* codes, int code_bytes,
+                     float* out, int64_t m, int64_t k, int64_t d, int64_t V) {
+  one_state_scores(h, books, shared != 0, S, m, k, d);
+  return gather_sum(S, 1, codes, code_bytes, out, 1, m, k, V);
 }
 }

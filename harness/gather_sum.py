@@ -85,7 +85,17 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, *[ctypes.c_int64] * 4,
     ]
     lib.gather_sum.restype = ctypes.c_int
+    lib.one_state_logits.argtypes = [
+        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+        *[ctypes.c_int64] * 4,
+    ]
+    lib.one_state_logits.restype = ctypes.c_int
     return lib
+
+
+def applies(hidden: torch.Tensor) -> bool:
+    """Whether the kernel can score these hidden states: float32 on CPU, and the kernel built."""
+    return hidden.device.type == "cpu" and hidden.dtype == torch.float32 and library() is not None
 
 
 def gather_sum(table: torch.Tensor, codes: torch.Tensor, n: int) -> torch.Tensor | None:
@@ -112,4 +122,27 @@ def gather_sum(table: torch.Tensor, codes: torch.Tensor, n: int) -> torch.Tensor
     )
     if status:
         raise RuntimeError(f"gather_sum kernel rejected table {tuple(table.shape)} for n={n}")
+    return out
+
+
+def one_state_logits(hidden: torch.Tensor, codebooks: torch.Tensor, codes: torch.Tensor, shared: bool) -> torch.Tensor:
+    """The whole head for one hidden state in one kernel call: segment scores, then the gather-sum.
+
+    ``hidden``: (D,) float32; ``codebooks``: (m*k, D/m), or (k, D/m) when ``shared``; ``codes``:
+    (m, V) as for :func:`gather_sum`. Returns (1, V). Callers check :func:`applies` first. One call
+    instead of a matrix product plus the kernel: on a busy machine every extra parallel region can
+    wait a whole scheduler slice for its second thread.
+    """
+    m, vocab = codes.shape
+    d = hidden.shape[0] // m
+    k = codebooks.shape[0] // (1 if shared else m)
+    hidden, codebooks, codes = hidden.contiguous(), codebooks.detach().float().contiguous(), codes.contiguous()
+    scores = torch.empty(m * k, dtype=torch.float32)
+    out = torch.empty(1, vocab, dtype=torch.float32)
+    status = library().one_state_logits(
+        hidden.data_ptr(), codebooks.data_ptr(), int(shared), scores.data_ptr(), codes.data_ptr(),
+        _CODE_BYTES[codes.dtype], out.data_ptr(), m, k, d, vocab,
+    )
+    if status:
+        raise RuntimeError(f"one_state_logits rejected codes of dtype {codes.dtype}")
     return out

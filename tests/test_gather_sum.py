@@ -28,13 +28,13 @@ def _head(vocab: int, dim: int, k: int, m: int, shared: bool = False, bias: bool
 
 
 def _paths(head: ConceptLMHead, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(fast, reference) logits for (N, D) hidden states."""
+    """(fast, reference) logits for (N, D) hidden states: the head's inference forward (the kernel:
+    one call at N = 1, scores then gather-sum above) and its embedding_bag path."""
     n = hidden.shape[0]
+    assert gs.applies(hidden), "the CPU kernel did not build"
     with torch.no_grad():
-        table = head.score_table(hidden, gs.padded_width(n))
-        fast = gs.gather_sum(table, head.codes, n)
+        fast = head(hidden)
         reference = head.reference_sum(head.score_table(hidden, max(n, 2)), n)
-    assert fast is not None, "the CPU kernel did not build"
     return fast, reference
 
 
@@ -48,14 +48,23 @@ def test_fast_path_equals_reference_for_every_code_dtype_and_batch(k, code_dtype
     torch.testing.assert_close(fast, reference, **TOL)
 
 
-def test_fast_path_equals_dense_logits_with_shared_codebook_and_bias():
+@pytest.mark.parametrize("lead", [(1, 1), (2, 5)])
+def test_fast_path_equals_dense_logits_with_shared_codebook_and_bias(lead):
     head = _head(vocab=5000, dim=64, k=256, m=8, shared=True, bias=True)
-    hidden = torch.randn(2, 5, 64)
+    hidden = torch.randn(*lead, 64)
     with torch.no_grad():
         logits = head(hidden)
         dense = hidden @ head.concepts.dense().T + head.bias
-    assert logits.shape == (2, 5, 5000)
+    assert logits.shape == (*lead, 5000)
     torch.testing.assert_close(logits, dense, **TOL)
+
+
+def test_gather_sum_alone_equals_reference():
+    head = _head(vocab=3001, dim=96, k=1024, m=12)
+    hidden = torch.randn(9, 96)
+    with torch.no_grad():
+        fast = gs.gather_sum(head.score_table(hidden, gs.padded_width(9)), head.codes, 9)
+        torch.testing.assert_close(fast, head.reference_sum(head.score_table(hidden, 9), 9), **TOL)
 
 
 def test_ksub_head_uses_the_uint8_fast_path():
