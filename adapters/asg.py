@@ -41,10 +41,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness import gather_sum
 from harness.adapter import Adapter, FitContext, ProgressFn, replace_tables
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness import gather_sum
 from harness.kmeans import kmeans
 
 

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from harness.sources import models
+from harness.sources.heads import Head, HeadKind
 
 SMOLLM2_LAYOUT = {  # SmolLM2-135M's config (the packaged model's), for random weights where it is absent
     "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
@@ -25,9 +26,9 @@ TINY_LAYOUT = {
 }
 
 
-def load_packaged(name: str, head: str) -> nn.Module:
+def load_packaged(name: str, head: HeadKind) -> nn.Module:
     """A packaged model (``smollm2``, ``me5-small``, ...) with its real weights, fp32, eval mode."""
-    model, _ = models.load(models.resolve(name), head)
+    model, _ = models.load(models.resolve(name), Head(head))
     return model.float().eval()
 
 

@@ -26,8 +26,4 @@ app.command("bench")(bench.bench)
 
 def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
     app()
