@@ -88,6 +88,15 @@ def test_training_forward_uses_the_differentiable_reference():
     torch.testing.assert_close(grad_hidden, hidden.grad, rtol=1e-4, atol=1e-3)
 
 
+def test_head_off_cpu_takes_the_reference_path():
+    """Tensors on another device (meta stands in for CUDA here) never reach the CPU kernel."""
+    head = _head(vocab=300, dim=32, k=16, m=4).to("meta")
+    assert not gs.applies(torch.empty(1, 32, device="meta"))
+    with torch.no_grad():
+        assert head(torch.empty(2, 3, 32, device="meta")).shape == (2, 3, 300)
+        assert head(torch.empty(1, 32, device="meta")).shape == (1, 300)
+
+
 def test_kernel_declines_what_it_does_not_handle():
     table, codes = torch.randn(24, 8), torch.randint(0, 4, (6, 100), dtype=torch.int32)
     assert gs.gather_sum(table.to("meta"), codes, 8) is None  # not CPU: the caller's reference path
