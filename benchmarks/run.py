@@ -2,8 +2,9 @@
 
 Sections run in this order, each as ratios of ABAB rounds: for SmolLM2 (packaged weights and a
 fitted ASG, or random weights at its shapes) and a Llama-3-sized decoder (random weights, a few
-layers), the output heads at batch 1 and 32, then greedy decoding; finally resident memory of
-me5-small with and without ASG, one fresh process per measurement.
+layers), the output heads at batch 1 and 32, then greedy decoding; resident memory of me5-small
+with and without ASG, one fresh process per measurement; the fit time of ASG and SG on
+me5-small's table; encoder latency after a faiss fit vs in a fresh process.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from torch import nn
 
 from harness.adapter import FitContext
 from harness.benchmarks.decode import decode_rows
+from harness.benchmarks.fit import after_fit_rows, fit_rows
 from harness.benchmarks.heads import LLAMA3, SMOLLM2, Shape, asg_targets, compressed_heads, head_rows, random_concepts
 from harness.benchmarks.memory import memory_rows
 from harness.benchmarks.models import LLAMA3_LAYOUT, SMOLLM2_LAYOUT, TINY_LAYOUT, load_packaged, random_decoder
@@ -26,7 +28,7 @@ from harness.benchmarks.timing import environment, load_average
 from harness.config import require_positive
 from harness.errors import ConfigError
 
-SECTIONS = ("heads", "decode", "memory")
+SECTIONS = ("heads", "decode", "memory", "fit", "after-fit")
 TINY = Shape("tiny", 512, 64, k=16, m=8, K=2, r=8)
 
 
@@ -50,8 +52,9 @@ class BenchOptions:
             raise ConfigError(f"threads={self.threads} must be 0 (torch's default) or positive")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise ConfigError(f"device {self.device} asked for, but torch sees no CUDA device; use --device cpu")
-        if "memory" in self.sections and self.random_weights:
-            raise ConfigError("the memory section measures the packaged me5-small; drop it (--only heads,decode) with --random")
+        packaged = sorted({"memory", "fit"} & set(self.sections))
+        if packaged and self.random_weights:
+            raise ConfigError(f"{', '.join(packaged)} measure(s) the packaged me5-small; drop it (--only heads,decode) with --random")
 
 
 @dataclass(frozen=True)
@@ -105,5 +108,12 @@ def run_benchmarks(opts: BenchOptions, say: Callable[[str], None] = lambda messa
         name = "minilm" if opts.smoke else "me5-small"
         say(f"{name}: resident memory, one fresh process per measurement")
         report.rows += memory_rows(name, min(rounds, 3), niter=1)  # resident bytes do not depend on the fit's iterations
+    if "fit" in opts.sections:
+        name, profile = ("minilm", "smoke") if opts.smoke else ("me5-small", "quick")
+        say(f"{name}: ASG and SG fit time under the {profile} budget")
+        report.rows += fit_rows(name, profile)
+    if "after-fit" in opts.sections:
+        say("encoder latency after a faiss fit vs a fresh process, one child per measurement")
+        report.rows += after_fit_rows(min(rounds, 3))
     report.environment["load_end"] = load_average()
     return report

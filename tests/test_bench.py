@@ -31,4 +31,4 @@ def test_bench_smoke_writes_rows_and_markdown(tmp_path):
 def test_bench_rejects_unknown_section_in_one_line():
     result = CliRunner().invoke(app, ["bench", "--only", "heads,speed"])
     assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == ["error: unknown benchmark section(s) ['speed']; pick from heads, decode, memory"]
+    assert result.stderr.strip().splitlines() == ["error: unknown benchmark section(s) ['speed']; pick from heads, decode, memory, fit, after-fit"]
