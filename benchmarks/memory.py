@@ -72,7 +72,7 @@ def child(model_name: str, state: str, niter: int) -> dict[str, float]:
     if state == "base":
         float(table.sum())  # every page of the table read once, so it is resident
     else:
-        model = AsgAdapter(AsgConfig(**ASG, niter=niter)).compress(model, FitContext(seed=0))
+        model = AsgAdapter(AsgConfig(**ASG, niter=niter)).compress(model, FitContext(seed=0)).model
     del table
     gc.collect()
     if state == "asg-released":
