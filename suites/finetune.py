@@ -65,21 +65,28 @@ def tagging_features(
     """Features of pre-split sentences for token tagging, and each word's first sub-token position.
 
     First-sub-token alignment (BERT, Devlin et al. 2019, Section 5.3): a word's label sits on its
-    first sub-token; its other sub-tokens and the special tokens get ``IGNORED``. Without ``tags``
+    first sub-token; its other sub-tokens and the special tokens get ``IGNORED``. A SentencePiece
+    word-start piece standing alone (XLM-R / me5 split a Chinese character into ``▁`` + the
+    character) carries none of the word's text and is the same for every such word, so the next
+    sub-token takes the label instead. Without ``tags``
     (evaluation) the features carry no labels. The positions (one per word; -1 for a word cut off
     by ``max_length`` or one the tokenizer turns into no sub-token) say where to read each word's
     prediction.
     """
     enc = tokenizer([list(w) for w in words], is_split_into_words=True, truncation=True, max_length=max_length)
     keys = list(enc.keys())
+    blank = _blank_pieces(tokenizer)
     features, firsts = [], []
     for i, sentence in enumerate(words):
         first = np.full(len(sentence), -1)
-        previous = None
-        for position, word in enumerate(enc.word_ids(i)):
-            if word is not None and word != previous:
+        ids, word_ids = enc["input_ids"][i], enc.word_ids(i)
+        for position, word in enumerate(word_ids):
+            if word is None:
+                continue
+            if first[word] < 0:
                 first[word] = position
-            previous = word
+            elif first[word] == position - 1 and ids[position - 1] in blank:
+                first[word] = position
         feature = {k: enc[k][i] for k in keys}
         if tags is not None:
             labels = np.full(len(feature["input_ids"]), IGNORED)
@@ -89,6 +96,11 @@ def tagging_features(
         features.append(feature)
         firsts.append(first)
     return features, firsts
+
+
+def _blank_pieces(tokenizer: Any) -> frozenset[int]:
+    """Ids of sub-tokens that are a word-start marker alone (SentencePiece's ``▁``), if any."""
+    return frozenset(i for i in tokenizer.convert_tokens_to_ids(["\u2581"]) if i != tokenizer.unk_token_id and i is not None)
 
 
 class _TrainProgress(TrainerCallback):
