@@ -1,6 +1,6 @@
-"""Pure table transforms behind the pages: headline scores, the papers' points per chart, the
-Pareto frontier, the leaderboard table, per-language %Base and efficiency ratios. DataFrames in,
-DataFrames out; no I/O."""
+"""Pure table transforms behind the pages: headline scores, their mean and sd over seeds, the papers'
+points per chart (same setting only), the Pareto frontier, the leaderboard table, per-language %Base
+and efficiency ratios. DataFrames in, DataFrames out; no I/O."""
 
 from __future__ import annotations
 
@@ -9,13 +9,17 @@ import re
 
 import pandas as pd
 
-GROUP = ["suite", "model", "profile", "task", "metric"]  # one Pareto chart / heatmap each
+GROUP = ["suite", "model", "profile", "task", "metric", "setting"]  # one Pareto chart / heatmap each
 TABLE_COLUMNS = {
     "adapter": "adapter", "config": "config", "value": "score", "ci_low": "CI low", "ci_high": "CI high",
-    "pct_base": "%Base", "emb_param_fraction": "emb. fraction", "storage_mb": "storage MB",
-    "latency_ratio": "latency × base", "model": "model", "profile": "profile", "task": "task", "metric": "metric",
-    "run_id": "run_id",
+    "pct_base": "%Base", "pct_base_ci_low": "%Base CI low", "pct_base_ci_high": "%Base CI high",
+    "chance_adjusted_pct_base": "chance-adj. %Base", "at_chance": "baseline at chance", "p_value": "p (McNemar)",
+    "flip_rate": "flips", "seeds": "seeds", "value_sd": "score sd", "pct_base_sd": "%Base sd",
+    "emb_param_fraction": "emb. fraction", "storage_mb": "storage MB", "latency_ratio": "latency × base",
+    "model": "model", "profile": "profile", "task": "task", "metric": "metric", "setting": "setting", "run_id": "run_id",
 }
+# averaged over a configuration's seeds (the variant: config hash without the seed); the rest is the newest run's
+SEED_MEANS = ["value", "ci_low", "ci_high", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "chance_adjusted_pct_base", "p_value", "flip_rate"]
 EFFICIENCY_COLUMNS = {
     "adapter": "adapter", "config": "config", "latency_ratio": "latency × base", "throughput_ratio": "tokens/s × base",
     "memory_ratio": "memory × base", "p50_ms": "p50 ms", "p95_ms": "p95 ms", "throughput": "tokens/s",
@@ -47,15 +51,36 @@ def headline(scores: pd.DataFrame) -> pd.DataFrame:
     return scores[scores.language.eq("avg") | (~has_avg & size.eq(1))].reset_index(drop=True)
 
 
-def matching_papers(papers: pd.DataFrame, suite: str, task: str, metric: str) -> pd.DataFrame:
-    """The papers' points for one chart: same suite and metric, same task up to case and punctuation."""
+def over_seeds(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration (variant), task, language and metric: the mean over its seeds of
+    scores, %Base and the comparison (newest run per seed), their sd (NaN for one seed), the number
+    of seeds, ``at_chance`` when the baseline of any seed is not above chance, and the newest run's
+    other columns (run_id, config, storage ...)."""
+    keys = ["variant", "task", "language", "metric"]
+    rows = rows.assign(variant=rows.variant.fillna(rows.run_id))  # runs stored before variants: each its own
+    newest = rows.sort_values("finished_at").drop_duplicates([*keys, "seed"], keep="last")
+    at_chance = newest.baseline_above_chance.map(lambda v: v is not None and not pd.isna(v) and not bool(v))
+    grouped = newest.assign(at_chance=at_chance).groupby(keys, sort=False)
+    stats = grouped[SEED_MEANS].mean().join(grouped[["value", "pct_base"]].std().add_suffix("_sd"))
+    stats = stats.join(grouped.agg(seeds=("seed", "nunique"), at_chance=("at_chance", "any")))
+    last = grouped.tail(1).set_index(keys).drop(columns=[*SEED_MEANS, "at_chance", "seed"])
+    return last.join(stats).reset_index()
+
+
+def matching_papers(papers: pd.DataFrame, suite: str, task: str, metric: str, setting: str | None = None) -> pd.DataFrame:
+    """The papers' points for one chart: same suite, metric and setting, same task up to case and
+    punctuation (a missing setting matches a missing one only)."""
     same = papers.suite.eq(suite) & papers.metric.eq(metric) & papers.task.map(task_key).eq(task_key(task))
+    same &= papers.setting.fillna("").eq(setting or "")
     return papers[same]
 
 
-def pareto_frontier(points: pd.DataFrame) -> pd.DataFrame:
+def pareto_frontier(points: pd.DataFrame, include_at_chance: bool = False) -> pd.DataFrame:
     """Points no other point beats with a smaller-or-equal embedding fraction and a higher %Base,
-    ordered by fraction (the staircase to draw)."""
+    ordered by fraction (the staircase to draw). Points whose baseline is at chance (``at_chance``)
+    are left out unless asked for: their %Base divides by noise."""
+    if not include_at_chance and "at_chance" in points:
+        points = points[~points.at_chance.astype(bool)]
     ordered = points.dropna(subset=["emb_param_fraction", "pct_base"]).sort_values(
         ["emb_param_fraction", "pct_base"], ascending=[True, False]
     )
@@ -73,9 +98,9 @@ def with_ratios(eff: pd.DataFrame) -> pd.DataFrame:
 
 
 def leaderboard_table(scores: pd.DataFrame, eff: pd.DataFrame) -> pd.DataFrame:
-    """Headline rows with storage in MB and the latency ratio, columns renamed for display."""
+    """Headline rows (mean over seeds) with storage in MB and the latency ratio, columns renamed for display."""
     latency = with_ratios(eff).drop_duplicates("run_id")[["run_id", "latency_ratio"]]  # first phase stored
-    rows = headline(scores).merge(latency, on="run_id", how="left")
+    rows = over_seeds(headline(scores)).merge(latency, on="run_id", how="left")
     rows["storage_mb"] = rows.storage_bytes / 1e6
     rows["config"] = rows.config.map(config_label)
     return rows[["suite", *TABLE_COLUMNS]].rename(columns=TABLE_COLUMNS)

@@ -4,7 +4,10 @@ Tasks are lm-eval YAML files in ``suites/lm_eval_tasks/`` (XNLI: one per languag
 prompt words of lm-eval's own ``xnli`` task; SST-2: lm-eval's ``glue/sst2`` prompt). The suite
 writes the selected examples as JSONL into the run's workdir, the YAMLs point there, and
 lm-eval scores every choice by log-likelihood (``acc``: the arg-max choice is the gold one).
-No training; CIs are bootstrapped over examples (per language, and for the macro average).
+No training; CIs are bootstrapped over examples (per language, and for the macro average). Per-item
+outputs: each document's correctness with the chosen and the gold choice, keyed by its row (XNLI:
+the row's position in every language; SST-2: its line in dev.tsv). Chance: the majority-class share
+of the scored documents. Setting: ``0-shot`` (no in-context examples).
 
 Data on hand: XNLI test (15 languages, parallel rows) and GLUE SST-2 dev.
 """
@@ -18,16 +21,16 @@ from typing import Any
 
 import numpy as np
 from harness.suites import xnli
-from harness.suites.lm_eval_client import render_tasks, run_tasks, write_jsonl
+from harness.suites.lm_eval_client import chosen, render_tasks, run_tasks, write_jsonl
 
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
-from harness.measure.metrics import bootstrap_ci
-from harness.results.records import Score
+from harness.measure.metrics import majority_share
 from harness.sources.data import DataSource, local_or_hub
-from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, score_items
 
 SST2 = DataSource(("glue/SST-2/dev.tsv",), "nyu-mll/glue:sst2")
+SETTING = "0-shot"
 
 
 @dataclass(frozen=True)
@@ -91,49 +94,52 @@ class LmEvalZeroShot(Suite):
     config_class = LmEvalConfig
     budgets = BUDGETS
 
-    def sources(self, config: LmEvalConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: LmEvalConfig, budget: ZeroShotBudget) -> tuple[DataSource, ...]:
         return (xnli.SOURCES["test"], SST2)
 
-    def prepare(self, data_dir: Path | None, config: LmEvalConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: LmEvalConfig, budget: ZeroShotBudget) -> SuiteData:
         test, xnli_files = xnli.load("test", data_dir)
         sst2, sst2_files = local_or_hub(data_dir, SST2, lambda paths: read_sst2(paths[0]), _read_sst2_hub)
         return SuiteData({"xnli": test, "sst2": sst2}, {**xnli_files, **sst2_files})
 
-    def _write_data(self, data: SuiteData, ctx: SuiteContext, budget: ZeroShotBudget) -> dict[str, Path]:
-        """The selected examples as JSONL files named as in the task YAMLs."""
+    def _write_data(self, data: SuiteData, ctx: SuiteContext, budget: ZeroShotBudget) -> tuple[dict[str, Path], dict[str, np.ndarray]]:
+        """The selected examples as JSONL files named as in the task YAMLs, and each task's item ids."""
         rng = np.random.default_rng(ctx.seed)
-        test, _ = xnli.parallel_subset(data.splits["xnli"], budget.xnli_per_language, rng)
-        files = {}
+        test, positions = xnli.parallel_subset(data.splits["xnli"], budget.xnli_per_language, rng)
+        files, ids = {}, {}
         for lang in ctx.config.selected():
             rows = np.flatnonzero(test.language == lang)
             docs = ({"premise": test.premise[i], "hypothesis": test.hypothesis[i], "label": int(test.label[i])} for i in rows)
             files[f"xnli_{lang}.jsonl"] = write_jsonl(ctx.workdir / f"xnli_{lang}.jsonl", docs)
+            ids[f"harness_xnli_{lang}"] = positions[rows]
         sst2: Sentences = data.splits["sst2"]
         keep = np.arange(len(sst2.label)) if budget.sst2_examples is None else np.sort(rng.permutation(len(sst2.label))[: budget.sst2_examples])
         docs = ({"sentence": sst2.text[i], "label": int(sst2.label[i])} for i in keep)
         files["sst2.jsonl"] = write_jsonl(ctx.workdir / "sst2.jsonl", docs)
-        return files
+        ids["harness_sst2"] = keep
+        return files, ids
 
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         budget, languages = ctx.budget, ctx.config.selected()
-        include = render_tasks(["xnli", "sst2"], ctx.workdir, self._write_data(data, ctx, budget))
-        tasks = [f"harness_xnli_{lang}" for lang in languages] + ["harness_sst2"]
-        correct = run_tasks(model, tokenizer, tasks, include, "acc", ctx, budget.batch_size, budget.max_length)
+        files, ids = self._write_data(data, ctx, budget)
+        include = render_tasks(["xnli", "sst2"], ctx.workdir, files)
+        names = {f"harness_xnli_{lang}": ("xnli", lang, "test", xnli.LABELS) for lang in languages}
+        names["harness_sst2"] = ("sst2", "en", "dev", ("negative", "positive"))
+        samples = run_tasks(model, tokenizer, list(names), include, ctx, budget.batch_size, budget.max_length)
+        items = {}
+        for name, (task_name, lang, split, labels) in names.items():
+            predicted, gold = chosen(samples[name])
+            items[name] = correctness(task_name, lang, split, ids[name], [labels[p] for p in predicted], [labels[g] for g in gold], "acc")
         rng = np.random.default_rng(ctx.seed)
-        groups = [correct[f"harness_xnli_{lang}"] for lang in languages]
-        scores = [_accuracy("xnli", lang, "test", [g], rng) for lang, g in zip(languages, groups)]
-        scores.append(_accuracy("xnli", "avg", "test", groups, rng))
-        scores.append(_accuracy("sst2", "en", "dev", [correct["harness_sst2"]], rng))
+        xnli_items = [items[f"harness_xnli_{lang}"] for lang in languages]
+        scores = [score_items([i], rng, chance=majority_share(i.gold), setting=SETTING) for i in xnli_items]
+        scores.append(score_items(xnli_items, rng, chance=float(np.mean([majority_share(i.gold) for i in xnli_items])), setting=SETTING))
+        scores.append(score_items([items["harness_sst2"]], rng, chance=majority_share(items["harness_sst2"].gold), setting=SETTING))
         details = {
             "xnli_languages": list(languages),
-            "xnli_examples_per_language": len(groups[0]),
-            "sst2_examples": len(correct["harness_sst2"]),
+            "xnli_examples_per_language": len(xnli_items[0].ids),
+            "sst2_examples": len(items["harness_sst2"].ids),
             "prompts": "lm-eval 0.4 xnli (premise, QUESTION? LABEL, hypothesis) and glue/sst2",
+            "chance": "majority-class share of the scored documents",
         }
-        return SuiteResult(scores, details)
-
-
-def _accuracy(task: str, language: str, split: str, groups: list[np.ndarray], rng: np.random.Generator) -> Score:
-    value = float(np.mean([g.mean() for g in groups]))
-    low, high = bootstrap_ci(groups, rng)
-    return Score(task, language, split, "acc", value, low, high, n=sum(len(g) for g in groups))
+        return SuiteResult(scores, details, list(items.values()))

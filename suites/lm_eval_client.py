@@ -11,7 +11,8 @@
 * No request cache: lm-eval's cache key ignores the model identity (lm-eval issue 2715), so a
   shared cache would hand the baseline's answers to the compressed model.
 * Per-document values come from lm-eval's logged samples, so suites bootstrap their own CIs
-  (lm-eval gives ``bits_per_byte`` no stderr).
+  (lm-eval gives ``bits_per_byte`` no stderr) and keep per-item outputs (:func:`doc_values`,
+  :func:`chosen`).
 """
 
 from __future__ import annotations
@@ -62,14 +63,13 @@ def render_tasks(folders: list[str], workdir: Path, data_files: dict[str, Path])
 
 
 def run_tasks(
-    model: nn.Module, tokenizer: Any, tasks: list[str], include_path: Path, metric: str, ctx: SuiteContext,
+    model: nn.Module, tokenizer: Any, tasks: list[str], include_path: Path, ctx: SuiteContext,
     batch_size: int, max_length: int,
-) -> dict[str, np.ndarray]:
-    """Evaluate ``tasks`` with lm-eval; returns, per task, ``metric``'s value for every document.
+) -> dict[str, list[dict[str, Any]]]:
+    """Evaluate ``tasks`` with lm-eval; returns, per task, its logged samples in document order.
 
-    Values are in document order: a float per document for ``acc``, a row (log-likelihood,
-    UTF-8 bytes) for ``bits_per_byte``. Rolling log-likelihoods need ``batch_size=1`` (a batch
-    of 2048-token windows holds batch x 2048 x V fp32 logits).
+    Rolling log-likelihoods need ``batch_size=1`` (a batch of 2048-token windows holds
+    batch x 2048 x V fp32 logits).
     """
     import lm_eval
     from lm_eval.models.huggingface import HFLM
@@ -85,7 +85,16 @@ def run_tasks(
         torch_random_seed=ctx.seed, fewshot_random_seed=ctx.seed, verbosity="WARNING",
     )
     ctx.progress("lm-eval", 1, 1)
-    return {
-        task: np.asarray([s[metric] for s in sorted(out["samples"][task], key=lambda s: s["doc_id"])], dtype=np.float64)
-        for task in tasks
-    }
+    return {task: sorted(out["samples"][task], key=lambda s: s["doc_id"]) for task in tasks}
+
+
+def doc_values(samples: list[dict[str, Any]], metric: str) -> np.ndarray:
+    """``metric`` per document: a float for ``acc``, a row (log-likelihood, UTF-8 bytes) for ``bits_per_byte``."""
+    return np.asarray([s[metric] for s in samples], dtype=np.float64)
+
+
+def chosen(samples: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """Multiple choice: the choice with the highest log-likelihood (what ``acc`` scores) and the gold
+    choice, per document."""
+    predicted = [int(np.argmax([float(resp[0]) for resp in s["filtered_resps"]])) for s in samples]
+    return predicted, [int(s["target"]) for s in samples]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from contextlib import contextmanager
 from typing import Annotated, Iterator, Optional
 
@@ -17,7 +19,7 @@ from rich.progress import (
 
 from harness.errors import HarnessError
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 200)  # logs and pipes keep whole table rows
 err_console = Console(stderr=True)
 
 DbOption = Annotated[Optional[str], typer.Option("--db", help="Results database (default: $HARNESS_DB or ./results.duckdb).")]
@@ -57,3 +59,48 @@ class RichProgress:
     def __exit__(self, *exc) -> None:
         if self.tasks:
             self.progress.stop()
+
+
+class LineProgress:
+    """A ``ProgressFn`` for logs (stderr not a terminal, e.g. a background or cluster run): one line
+    when a phase starts and one when it ends, with the time since the command started and the
+    phase's own duration; a phase counted in at most ``STEPS`` steps (epochs, languages) also gets a
+    line per step. Long counters (training steps, batches) print only their start and end.
+
+        [  12.4s] asg: fit adapter ...
+        [  58.9s] asg: fit adapter done (46.5s)
+        [ 301.0s] asg: epoch 1/2 (120.3s)
+    """
+
+    STEPS = 20
+
+    def __init__(self, console: Console = err_console) -> None:
+        self.console, self.start = console, time.monotonic()
+        self.phases: dict[str, tuple[float, int]] = {}  # label -> (start, last done)
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        began, last = self.phases.get(label, (now, -1))
+        if done <= last or label not in self.phases:  # a new phase, or the label starts over (next task)
+            began, last = now, -1
+            if done < total and (done == 0 or total > self.STEPS):
+                self._line(now, f"{label} ...")
+        if done == total and last < total:
+            self._line(now, f"{label} done ({now - began:.1f}s)" if total == 1 else f"{label} {done}/{total} done ({now - began:.1f}s)")
+        elif max(last, 0) < done < total and total <= self.STEPS:
+            self._line(now, f"{label} {done}/{total} ({now - began:.1f}s)")
+        self.phases[label] = (began, done)
+
+    def _line(self, now: float, text: str) -> None:
+        self.console.print(f"[{now - self.start:7.1f}s] {text}", highlight=False, markup=False, soft_wrap=True)
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def progress_display() -> RichProgress | LineProgress:
+    """Rich bars on a terminal, plain lines otherwise."""
+    return RichProgress() if err_console.is_terminal else LineProgress()

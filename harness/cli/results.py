@@ -1,4 +1,5 @@
-"""``harness results``: one row per run x task x language x metric, as a table, CSV or JSON."""
+"""``harness results``: one row per run x task x language x metric, as a table, CSV or JSON; with
+``--aggregate``, one row per configuration over its seeds (mean and sd)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated, Optional
 
 import pandas as pd
 import typer
+from harness.leaderboard.frames import config_label
 from rich.table import Table
 
 from harness.cli.common import DbOption, console, user_errors
@@ -14,20 +16,43 @@ from harness.errors import ConfigError
 from harness.results.store import Store
 
 COLUMNS = (
-    "run_id", "model", "adapter", "config", "suite", "profile", "seed", "task", "language", "metric",
-    "value", "ci_low", "ci_high", "pct_base", "emb_param_fraction", "storage_bytes", "split", "n", "baseline_run_id",
+    "run_id", "model", "adapter", "config", "suite", "profile", "seed", "task", "language", "metric", "setting",
+    "value", "ci_low", "ci_high", "chance", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "chance_adjusted_pct_base",
+    "difference", "difference_ci_low", "difference_ci_high", "p_value", "flip_rate", "agreement", "n_paired",
+    "baseline_above_chance", "emb_param_fraction", "storage_bytes", "split", "n", "baseline_run_id", "variant",
 )
+# averaged over seeds by --aggregate (mean and sample sd); a configuration is a run's variant (its config hash without the seed)
+AGGREGATED = ("value", "pct_base", "chance_adjusted_pct_base", "difference", "flip_rate")
+GROUP = ("variant", "model", "adapter", "config", "suite", "profile", "task", "language", "split", "metric", "setting")
 
 
-def fetch(store: Store, suite: str | None, adapter: str | None, model: str | None) -> pd.DataFrame:
-    """Finished runs' scores from the ``results`` view, filtered; parameterised SQL."""
+def _where(suite: str | None, adapter: str | None, model: str | None) -> tuple[str, list]:
     filters, params = [], []
     for column, value in (("suite", suite), ("adapter", adapter), ("model", model)):
         if value is not None:
             filters.append(f"{column} = ?")
             params.append(value)
-    where = f"WHERE {' AND '.join(filters)}" if filters else ""
+    return (f"WHERE {' AND '.join(filters)}" if filters else ""), params
+
+
+def fetch(store: Store, suite: str | None, adapter: str | None, model: str | None) -> pd.DataFrame:
+    """Finished runs' scores from the ``results`` view, filtered; parameterised SQL."""
+    where, params = _where(suite, adapter, model)
     sql = f"SELECT {', '.join(COLUMNS)} FROM results {where} ORDER BY finished_at, run_id, task, language, metric"
+    return store.query(sql, params)
+
+
+def fetch_aggregate(store: Store, suite: str | None, adapter: str | None, model: str | None) -> pd.DataFrame:
+    """Mean and sd over seeds per configuration and score (the newest run of each seed counts);
+    ``baseline_above_chance`` holds only when it holds for every seed."""
+    where, params = _where(suite, adapter, model)
+    stats = ", ".join(f"avg({c}) AS {c}_mean, stddev_samp({c}) AS {c}_sd" for c in AGGREGATED)
+    sql = (
+        f"SELECT {', '.join(GROUP)}, count(*) AS seeds, list(seed ORDER BY seed) AS seed_list, {stats}, "
+        "bool_and(baseline_above_chance) AS baseline_above_chance, any_value(emb_param_fraction) AS emb_param_fraction "
+        f"FROM (SELECT *, row_number() OVER (PARTITION BY variant, seed, task, language, split, metric ORDER BY finished_at DESC) AS newest "
+        f"FROM results {where}) WHERE newest = 1 GROUP BY {', '.join(GROUP)} ORDER BY suite, model, adapter, config, task, language, metric"
+    )
     return store.query(sql, params)
 
 
@@ -37,31 +62,77 @@ def results(
     adapter: Annotated[Optional[str], typer.Option(help="Only this adapter.")] = None,
     model: Annotated[Optional[str], typer.Option(help="Only this model.")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
+    aggregate: Annotated[bool, typer.Option("--aggregate", help="One row per configuration: mean and sd over its seeds.")] = False,
 ) -> None:
-    """Scores of finished runs with CIs, %Base, embedding-parameter fraction and storage."""
+    """Scores of finished runs with CIs, %Base (raw, paired CI, chance-adjusted), McNemar p, flip rate,
+    embedding-parameter fraction and storage; runs whose baseline is not above chance are flagged."""
     with user_errors():
         if format not in ("table", "csv", "json"):
             raise ConfigError(f"unknown format '{format}'; use table, csv or json")
-        frame = fetch(Store(db), suite, adapter, model)
+        frame = (fetch_aggregate if aggregate else fetch)(Store(db), suite, adapter, model)
     if format == "csv":
         frame.to_csv(sys.stdout, index=False)
     elif format == "json":
         sys.stdout.write(frame.to_json(orient="records", indent=1) + "\n")
     else:
-        console.print(_table(frame))
+        console.print(_aggregate_table(frame) if aggregate else _table(frame))
+        if any(at_chance(v) for v in frame.baseline_above_chance):
+            console.print("at chance: the baseline's 95% CI reaches the chance level, so %Base there is not meaningful (see chance-adj.)")
+
+
+def at_chance(above) -> bool:
+    """True where the baseline is not above chance; a missing value (no chance level) is not flagged."""
+    return above is not None and not pd.isna(above) and not bool(above)
+
+
+def _flag(above) -> str:
+    return "at chance" if at_chance(above) else ""
 
 
 def _table(frame: pd.DataFrame) -> Table:
     table = Table(title=f"{len(frame)} result rows")
-    shown = ("run_id", "model", "adapter", "config", "suite", "profile", "language", "metric", "value", "ci_low", "ci_high", "pct_base", "emb_param_fraction")
-    for col in shown:
-        table.add_column(col, justify="right" if frame[col].dtype.kind == "f" else "left")
-    for row in frame.itertuples(index=False):
-        table.add_row(*[_cell(getattr(row, col)) for col in shown])
+    for title in ("run_id", "model", "adapter", "config", "suite", "seed", "language", "metric"):
+        table.add_column(title, no_wrap=title in ("run_id", "config"))
+    for title in ("value [95% CI]", "%Base [paired CI]", "chance-adj.", "p", "flips", "emb. frac."):
+        table.add_column(title, justify="right")
+    table.add_column("flag")
+    for r in frame.itertuples(index=False):
+        table.add_row(
+            r.run_id, r.model, r.adapter, config_label(r.config), r.suite, str(r.seed), r.language, r.metric,
+            _with_ci(r.value, r.ci_low, r.ci_high), _with_ci(r.pct_base, r.pct_base_ci_low, r.pct_base_ci_high),
+            _cell(r.chance_adjusted_pct_base), _cell(r.p_value), _cell(r.flip_rate), _cell(r.emb_param_fraction),
+            _flag(r.baseline_above_chance),
+        )
     return table
+
+
+def _with_ci(value, low, high) -> str:
+    return _cell(value) if pd.isna(low) else f"{_cell(value)} [{_cell(low)}, {_cell(high)}]"
+
+
+def _aggregate_table(frame: pd.DataFrame) -> Table:
+    table = Table(title=f"{len(frame)} configurations x scores, mean ± sd over seeds")
+    for col in ("model", "adapter", "config", "suite", "language", "metric", "seeds"):
+        table.add_column(col)
+    for col in ("value", "%Base", "chance-adj."):
+        table.add_column(col, justify="right")
+    table.add_column("flag")
+    for row in frame.itertuples(index=False):
+        table.add_row(
+            row.model, row.adapter, config_label(row.config), row.suite, row.language, row.metric, str(row.seeds),
+            *(_mean_sd(getattr(row, f"{c}_mean"), getattr(row, f"{c}_sd")) for c in ("value", "pct_base", "chance_adjusted_pct_base")),
+            _flag(row.baseline_above_chance),
+        )
+    return table
+
+
+def _mean_sd(mean, sd) -> str:
+    if pd.isna(mean):
+        return "-"
+    return _cell(mean) if pd.isna(sd) else f"{_cell(mean)} ± {_cell(sd)}"
 
 
 def _cell(v) -> str:
     if isinstance(v, float):
         return "-" if pd.isna(v) else f"{v:.4g}"
-    return str(v)
+    return "-" if v is None else str(v)
