@@ -115,8 +115,9 @@ class Suite(ABC):
         profile cannot honour raises ConfigError here."""
 
     @abstractmethod
-    def prepare(self, data_dir: Path | None, config: Any) -> SuiteData:
-        """Load and validate the data (raises DataError naming the file, and the line where it can)."""
+    def prepare(self, data_dir: Path | None, config: Any, budget: Any) -> SuiteData:
+        """Load and validate the data ``sources`` declared for this configuration and budget (raises
+        DataError naming the file, and the line where it can)."""
 
     def train(self, task: Task, model: nn.Module, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> nn.Module:
         """Fine-tune ``model`` for ``task`` and return it; evaluation-only suites keep the default."""
@@ -125,6 +126,12 @@ class Suite(ABC):
     @abstractmethod
     def score(self, task: Task, model: nn.Module, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         """Evaluate ``model`` on ``task``: scores with CIs, and per-item outputs."""
+
+    def train_texts(self, task: Task, data: SuiteData, config: Any) -> list[str]:
+        """The texts ``task`` fine-tunes on (never the scored ones): the ``task_train`` fit corpus of
+        adapters that build from task data. Suites without training texts keep the default, and the
+        plan refuses ``task_train`` for them."""
+        raise NotImplementedError
 
     def summarize(self, scores: list[Score], ctx: SuiteContext) -> list[Score]:
         """Scores across tasks (an average as the papers compute it); default none."""

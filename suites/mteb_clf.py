@@ -159,6 +159,10 @@ class MtebClassification(Suite):
         )
         return SuiteData({"banking77": banking, "tweeteval_sentiment": tweets}, {**b_files, **t_files})
 
+    def train_texts(self, task: Task, data: SuiteData, config: MtebClfConfig) -> list[str]:
+        """Both tasks' training texts together (paper 004 built one dictionary from all MTEB training sets)."""
+        return [t for name in self.tasks_by_name for t in data.splits[name]["train"].text]
+
     def _task(self, name: str, splits: dict[str, Labeled], budget: ClfBudget, seed: int) -> tuple[LocalClassification, np.ndarray]:
         """The MTEB task over the budget's seeded test sample, and the sampled rows of the test file."""
         rows = np.arange(len(splits["test"].label))

@@ -37,21 +37,41 @@ def user_errors() -> Iterator[None]:
 
 class RichProgress:
     """A ``ProgressFn`` drawing one rich bar per label on stderr; the display starts at the first
-    update, so a command that fails early prints nothing but its error line."""
+    update, so a command that fails early prints nothing but its error line.
 
-    def __init__(self) -> None:
+    When stderr is not a terminal (a log file, CI) a live bar would only be drawn at the end, so
+    each label instead prints a plain line at its first update and at every further tenth of its
+    total (again from the start when its count goes back): ``sense vectors: 30/300 (12s)``.
+    """
+
+    def __init__(self, console: Console = err_console) -> None:
+        self.console = console
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console,
+            console=console,
         )
         self.tasks: dict[str, int] = {}
+        self.logged: dict[str, tuple[int, int, float]] = {}  # label -> (last tenth printed, last done, start)
 
     def __call__(self, label: str, done: int, total: int) -> None:
+        if not self.console.is_terminal:
+            self._log(label, done, total)
+            return
         if not self.tasks:
             self.progress.start()
         if label not in self.tasks:
             self.tasks[label] = self.progress.add_task(label, total=total)
         self.progress.update(self.tasks[label], completed=done, total=total)
+
+    def _log(self, label: str, done: int, total: int) -> None:
+        tenth = 10 * done // max(total, 1)
+        last, last_done, start = self.logged.get(label, (-1, -1, time.monotonic()))
+        if done < last_done:  # the label starts over (a second task, a second pass)
+            last, start = -1, time.monotonic()
+        if tenth > last:
+            self.console.print(f"{label}: {done}/{total} ({time.monotonic() - start:.0f}s)", highlight=False, soft_wrap=True)
+            last = tenth
+        self.logged[label] = (last, done, start)
 
     def __enter__(self) -> RichProgress:
         return self
@@ -60,47 +80,3 @@ class RichProgress:
         if self.tasks:
             self.progress.stop()
 
-
-class LineProgress:
-    """A ``ProgressFn`` for logs (stderr not a terminal, e.g. a background or cluster run): one line
-    when a phase starts and one when it ends, with the time since the command started and the
-    phase's own duration; a phase counted in at most ``STEPS`` steps (epochs, languages) also gets a
-    line per step. Long counters (training steps, batches) print only their start and end.
-
-        [  12.4s] asg: fit adapter ...
-        [  58.9s] asg: fit adapter done (46.5s)
-        [ 301.0s] asg: epoch 1/2 (120.3s)
-    """
-
-    STEPS = 20
-
-    def __init__(self, console: Console = err_console) -> None:
-        self.console, self.start = console, time.monotonic()
-        self.phases: dict[str, tuple[float, int]] = {}  # label -> (start, last done)
-
-    def __call__(self, label: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        began, last = self.phases.get(label, (now, -1))
-        if done <= last or label not in self.phases:  # a new phase, or the label starts over (next task)
-            began, last = now, -1
-            if done < total and (done == 0 or total > self.STEPS):
-                self._line(now, f"{label} ...")
-        if done == total and last < total:
-            self._line(now, f"{label} done ({now - began:.1f}s)" if total == 1 else f"{label} {done}/{total} done ({now - began:.1f}s)")
-        elif max(last, 0) < done < total and total <= self.STEPS:
-            self._line(now, f"{label} {done}/{total} ({now - began:.1f}s)")
-        self.phases[label] = (began, done)
-
-    def _line(self, now: float, text: str) -> None:
-        self.console.print(f"[{now - self.start:7.1f}s] {text}", highlight=False, markup=False, soft_wrap=True)
-
-    def __enter__(self) -> LineProgress:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-
-def progress_display() -> RichProgress | LineProgress:
-    """Rich bars on a terminal, plain lines otherwise."""
-    return RichProgress() if err_console.is_terminal else LineProgress()

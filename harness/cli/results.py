@@ -9,9 +9,8 @@ from typing import Annotated, Optional
 import pandas as pd
 import typer
 from harness.leaderboard.frames import config_label
-from rich.table import Table
 
-from harness.cli.common import DbOption, console, user_errors
+from harness.cli.common import DbOption, user_errors
 from harness.errors import ConfigError
 from harness.results.store import Store
 
@@ -75,9 +74,9 @@ def results(
     elif format == "json":
         sys.stdout.write(frame.to_json(orient="records", indent=1) + "\n")
     else:
-        console.print(_aggregate_table(frame) if aggregate else _table(frame))
+        sys.stdout.write((_aggregate_table(frame) if aggregate else _table(frame)) + "\n")
         if any(at_chance(v) for v in frame.baseline_above_chance):
-            console.print("at chance: the baseline's 95% CI reaches the chance level, so %Base there is not meaningful (see chance-adj.)")
+            sys.stdout.write("at chance: the baseline's 95% CI reaches the chance level, so %Base there is not meaningful (read chance-adj.)\n")
 
 
 def at_chance(above) -> bool:
@@ -85,45 +84,36 @@ def at_chance(above) -> bool:
     return above is not None and not pd.isna(above) and not bool(above)
 
 
+def _table(frame: pd.DataFrame) -> str:
+    """An aligned plain-text table (pandas): rich's table layout took seconds for a few hundred rows."""
+    view = pd.DataFrame({
+        "run_id": frame.run_id, "model": frame.model, "adapter": frame.adapter, "config": frame.config.map(config_label),
+        "suite": frame.suite, "seed": frame.seed, "language": frame.language, "metric": frame.metric,
+        "value [95% CI]": [_with_ci(*v) for v in zip(frame.value, frame.ci_low, frame.ci_high)],
+        "%Base [paired CI]": [_with_ci(*v) for v in zip(frame.pct_base, frame.pct_base_ci_low, frame.pct_base_ci_high)],
+        "chance-adj.": frame.chance_adjusted_pct_base.map(_cell), "p": frame.p_value.map(_cell), "flips": frame.flip_rate.map(_cell),
+        "emb. frac.": frame.emb_param_fraction.map(_cell), "flag": frame.baseline_above_chance.map(_flag),
+    })
+    return f"{len(frame)} result rows\n" + (view.to_string(index=False) if len(view) else "(no rows)")
+
+
+def _aggregate_table(frame: pd.DataFrame) -> str:
+    view = pd.DataFrame({
+        "model": frame.model, "adapter": frame.adapter, "config": frame.config.map(config_label), "suite": frame.suite,
+        "language": frame.language, "metric": frame.metric, "seeds": frame.seeds,
+        **{title: [_mean_sd(m, sd) for m, sd in zip(frame[f"{c}_mean"], frame[f"{c}_sd"])]
+           for title, c in (("value", "value"), ("%Base", "pct_base"), ("chance-adj.", "chance_adjusted_pct_base"))},
+        "flag": frame.baseline_above_chance.map(_flag),
+    })
+    return f"{len(frame)} configurations x scores, mean ± sd over seeds\n" + (view.to_string(index=False) if len(view) else "(no rows)")
+
+
 def _flag(above) -> str:
     return "at chance" if at_chance(above) else ""
 
 
-def _table(frame: pd.DataFrame) -> Table:
-    table = Table(title=f"{len(frame)} result rows")
-    for title in ("run_id", "model", "adapter", "config", "suite", "seed", "language", "metric"):
-        table.add_column(title, no_wrap=title in ("run_id", "config"))
-    for title in ("value [95% CI]", "%Base [paired CI]", "chance-adj.", "p", "flips", "emb. frac."):
-        table.add_column(title, justify="right")
-    table.add_column("flag")
-    for r in frame.itertuples(index=False):
-        table.add_row(
-            r.run_id, r.model, r.adapter, config_label(r.config), r.suite, str(r.seed), r.language, r.metric,
-            _with_ci(r.value, r.ci_low, r.ci_high), _with_ci(r.pct_base, r.pct_base_ci_low, r.pct_base_ci_high),
-            _cell(r.chance_adjusted_pct_base), _cell(r.p_value), _cell(r.flip_rate), _cell(r.emb_param_fraction),
-            _flag(r.baseline_above_chance),
-        )
-    return table
-
-
 def _with_ci(value, low, high) -> str:
     return _cell(value) if pd.isna(low) else f"{_cell(value)} [{_cell(low)}, {_cell(high)}]"
-
-
-def _aggregate_table(frame: pd.DataFrame) -> Table:
-    table = Table(title=f"{len(frame)} configurations x scores, mean ± sd over seeds")
-    for col in ("model", "adapter", "config", "suite", "language", "metric", "seeds"):
-        table.add_column(col)
-    for col in ("value", "%Base", "chance-adj."):
-        table.add_column(col, justify="right")
-    table.add_column("flag")
-    for row in frame.itertuples(index=False):
-        table.add_row(
-            row.model, row.adapter, config_label(row.config), row.suite, row.language, row.metric, str(row.seeds),
-            *(_mean_sd(getattr(row, f"{c}_mean"), getattr(row, f"{c}_sd")) for c in ("value", "pct_base", "chance_adjusted_pct_base")),
-            _flag(row.baseline_above_chance),
-        )
-    return table
 
 
 def _mean_sd(mean, sd) -> str:
@@ -133,6 +123,6 @@ def _mean_sd(mean, sd) -> str:
 
 
 def _cell(v) -> str:
-    if isinstance(v, float):
-        return "-" if pd.isna(v) else f"{v:.4g}"
-    return "-" if v is None else str(v)
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)

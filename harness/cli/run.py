@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 import typer
 from rich.table import Table
 
-from harness.cli.common import DbOption, console, err_console, progress_display, user_errors
+from harness.cli.common import DbOption, RichProgress, console, err_console, user_errors
 from harness.errors import ConfigError
 from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
@@ -28,11 +28,15 @@ def run(
     force: Annotated[bool, typer.Option("--force", help="Re-run even if an identical finished run is stored.")] = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
+    from transformers.utils import logging as hf_logging
+
     from harness.run import RunRequest, execute
 
+    hf_logging.set_verbosity_error()  # transformers' own progress bars and notices would interleave with ours
+    hf_logging.disable_progress_bar()
     store = Store(db)
     runs = []
-    with user_errors(), progress_display() as progress:
+    with user_errors(), RichProgress() as progress:
         for s in parse_seeds(seeds) if seeds is not None else (seed,):
             request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force)
             runs.append(execute(request, store, progress))
