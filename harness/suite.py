@@ -45,7 +45,7 @@ from torch import nn
 from harness.adapter import ProgressFn, no_progress
 from harness.budgets import Budgets, Profile
 from harness.compare import AVERAGE
-from harness.measure.metrics import bootstrap_ratio_groups_ci, macro_ratio
+from harness.measure.metrics import bootstrap_macro_ratio_ci, macro_ratio
 from harness.results.records import ItemOutputs, Score
 from harness.sources.data import DataSource
 from harness.sources.heads import Head
@@ -159,7 +159,7 @@ def score_items(
     if any((i.task, i.split, i.metric) != (first.task, first.split, first.metric) for i in items):
         raise ValueError("score_items: the items must share task, split and metric")
     groups = [(np.asarray(i.values, dtype=np.float64), np.asarray(i.weights or np.ones(len(i.values)), dtype=np.float64)) for i in items]
-    low, high = bootstrap_ratio_groups_ci(groups, rng)
+    low, high = bootstrap_macro_ratio_ci(groups, rng)
     lang = language or (first.language if len(items) == 1 else AVERAGE)
     return Score(
         first.task, lang, first.split, first.metric, macro_ratio(groups), low, high, n=sum(len(i.ids) for i in items),

@@ -16,7 +16,8 @@ TABLE_COLUMNS = {
     "chance_adjusted_pct_base": "chance-adj. %Base", "at_chance": "baseline at chance", "p_value": "p (McNemar)",
     "flip_rate": "flips", "seeds": "seeds", "value_sd": "score sd", "pct_base_sd": "%Base sd",
     "emb_param_fraction": "emb. fraction", "storage_mb": "storage MB", "latency_ratio": "latency × base",
-    "model": "model", "profile": "profile", "task": "task", "metric": "metric", "setting": "setting", "run_id": "run_id",
+    "model": "model", "profile": "profile", "task": "task", "metric": "metric", "setting": "setting", "shots": "shots",
+    "run_id": "run_id",
 }
 # averaged over a configuration's seeds (the variant: config hash without the seed); the rest is the newest run's
 SEED_MEANS = ["value", "ci_low", "ci_high", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "chance_adjusted_pct_base", "p_value", "flip_rate"]
@@ -67,11 +68,39 @@ def over_seeds(rows: pd.DataFrame) -> pd.DataFrame:
     return last.join(stats).reset_index()
 
 
-def matching_papers(papers: pd.DataFrame, suite: str, task: str, metric: str, setting: str | None = None) -> pd.DataFrame:
-    """The papers' points for one chart: same suite, metric and setting, same task up to case and
-    punctuation (a missing setting matches a missing one only)."""
-    same = papers.suite.eq(suite) & papers.metric.eq(metric) & papers.task.map(task_key).eq(task_key(task))
-    same &= papers.setting.fillna("").eq(setting or "")
+# A paper's name for what a suite scores under another name: lm-eval's ``acc`` is the papers'
+# ``accuracy``; paper 003's "ARC" is ARC-Challenge (its values are Challenge levels, see suites/lm_eval.py).
+METRIC_ALIASES = {"acc": "accuracy"}
+TASK_ALIASES = {("lm_eval", "arc"): "arcchallenge"}
+_SHOTS = re.compile(r"\b(\d+)-shot\b|\b(zero)-shot\b", re.IGNORECASE)
+
+
+def paper_shots(setting: str | None, notes: str | None) -> int | None:
+    """In-context examples a paper's row was scored with, read from its setting, else its notes
+    ("5-shot in-context", "zero-shot"); None where neither says."""
+    for text in (setting, notes):
+        found = _SHOTS.search(text) if isinstance(text, str) else None
+        if found:
+            return 0 if found.group(2) else int(found.group(1))
+    return None
+
+
+def matching_papers(
+    papers: pd.DataFrame, suite: str, task: str, metric: str, shots: float | None = None, setting: str | None = None,
+) -> pd.DataFrame:
+    """The papers' points for one chart: same suite and metric, same task up to case and punctuation
+    (and the aliases above); for a prompted task (``shots`` set), only rows scored with as many
+    in-context examples, so that a 0-shot run never sits beside a paper's 5-shot point; otherwise,
+    for runs whose suite declares a setting (``Score.setting``: zero-shot, multilingual, post-hoc ...),
+    only rows of that setting (a suite that declares none is matched on suite, task and metric)."""
+    metrics = {metric, METRIC_ALIASES.get(metric, metric)}
+    keys = papers.task.map(task_key)
+    keys = keys.where(~papers.suite.eq(suite), keys.map(lambda k: TASK_ALIASES.get((suite, k), k)))
+    same = papers.suite.eq(suite) & papers.metric.isin(metrics) & keys.eq(task_key(task))
+    if shots is not None and not pd.isna(shots):
+        same &= pd.Series([paper_shots(s, n) for s, n in zip(papers.setting, papers.notes)], index=papers.index, dtype=object).eq(int(shots))
+    elif setting:
+        same &= papers.setting.fillna("").eq(setting)
     return papers[same]
 
 

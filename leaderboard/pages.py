@@ -54,18 +54,20 @@ def pareto(data: Snapshot, colours: dict[str, str], paper_rows: int) -> None:
     include_at_chance = st.toggle("Let runs whose baseline is at chance (x markers) onto the frontier", value=False)
     if not paper_rows:
         st.caption("No paper rows in this database: `harness reference load --db PATH` adds them.")
-    for (suite, model, profile, task, metric, setting), points in heads.assign(setting=heads.setting.fillna("")).groupby(frames.GROUP, sort=False):
-        papers = frames.matching_papers(data.papers, suite, task, metric, setting)
+    heads = heads.assign(setting=heads.setting.fillna(""))
+    for (suite, model, profile, task, metric, setting, shots), points in heads.groupby([*frames.GROUP, "shots"], sort=False, dropna=False):
+        papers = frames.matching_papers(data.papers, suite, task, metric, shots, setting)
+        prompted = "" if pd.isna(shots) else f", {int(shots)}-shot"
         st.subheader(f"{suite} · {model} · {profile} profile" + (f" · {setting}" if setting else ""))
         st.caption(
-            f"%Base of {metric} on {task} (average over languages where scored per language; mean over seeds, whisker: sd) "
+            f"%Base of {metric} on {task}{prompted} (average over languages where scored per language; mean over seeds, whisker: sd) "
             "against the share of embedding parameters kept. Dashed: the Pareto frontier of the measured runs. "
             "x: the baseline is not significantly above chance, so %Base divides by noise (off the frontier unless "
             f"toggled). Hollow: {len(papers)} points the papers report in the same setting for their own base models, "
             "%Base against their own baselines."
         )
         fig = plots.pareto_figure(points, papers if show_papers else None, colours, include_at_chance)
-        st.plotly_chart(fig, key=_key("pareto", suite, model, profile, task, metric, setting))
+        st.plotly_chart(fig, key=_key("pareto", suite, model, profile, task, metric, setting, shots))
 
 
 def table(data: Snapshot, failed: int) -> None:

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 from harness.suites import texts
-from harness.suites.lm_eval_client import doc_values, render_tasks, run_tasks, write_jsonl
+from harness.suites.lm_eval_client import render_tasks, run_tasks, write_jsonl
 
 from harness.budgets import Budgets
 from harness.results.records import ItemOutputs
@@ -126,8 +126,8 @@ class BitsPerByte(Suite):
         folder = ctx.workdir / name
         data_file = write_jsonl(folder / "texts.jsonl", ({"text": t} for t in docs))
         include = render_tasks(["bpb"], folder, {"texts.jsonl": data_file})
-        samples = run_tasks(model, tokenizer, [TASK], include, ctx, batch_size=1, max_length=ctx.budget.max_length)[TASK]
-        per_doc = doc_values(samples, "bits_per_byte")
+        out = run_tasks(model, tokenizer, [TASK], include, ("bits_per_byte",), ctx, batch_size=1, max_length=ctx.budget.max_length)
+        per_doc = out[TASK].values["bits_per_byte"]
         return -per_doc[:, 0], per_doc[:, 1]
 
     @staticmethod

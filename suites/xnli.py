@@ -220,8 +220,12 @@ class XNLI(Suite):
         return finetune(model, features, padding_collator(tokenizer), ctx.budget, ctx)
 
     def train_texts(self, task: Task, data: SuiteData, config: XnliConfig) -> list[str]:
-        dev = data.splits["dev"]
-        pairs = dev if config.train == "all" else dev.where(dev.language == "en")
+        """Every pair the classifier may train on (MNLI for the paper profile, else the dev pairs of ``train``)."""
+        if "mnli" in data.splits:
+            pairs = data.splits["mnli"]
+        else:
+            dev = data.splits["dev"]
+            pairs = dev if config.train == "dev-all" else dev.where(dev.language == "en")
         return [f"{p} {h}" for p, h in zip(pairs.premise, pairs.hypothesis)]
 
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:

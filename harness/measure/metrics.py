@@ -23,7 +23,8 @@ def resampled(groups: Sequence[Sequence[np.ndarray]], rng: np.random.Generator, 
     Each group is a list of aligned arrays ``[num_1, den_1, num_2, den_2, ...]`` (one entry per item).
     In every replicate each group's items are drawn with replacement once, the same draw for all of
     its arrays (so a method's and a baseline's outputs on one item stay paired), and column ``j`` is
-    the mean over groups of ``sum(num_j) / sum(den_j)``.
+    the mean over groups of ``sum(num_j) / sum(den_j)`` (0 where a resample's denominator sums to 0,
+    ``zero_division=0``, as for entity F1 of sentences without entities).
     """
     width = len(groups[0]) // 2
     stats = np.zeros((n_boot, width))
@@ -34,8 +35,8 @@ def resampled(groups: Sequence[Sequence[np.ndarray]], rng: np.random.Generator, 
             stop = min(start + CHUNK, n_boot)
             idx = rng.integers(0, n, size=(stop - start, n))
             for j in range(width):
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    stats[start:stop, j] += arrays[2 * j][idx].sum(axis=1) / arrays[2 * j + 1][idx].sum(axis=1)
+                top, bottom = arrays[2 * j][idx].sum(axis=1), arrays[2 * j + 1][idx].sum(axis=1)
+                stats[start:stop, j] += np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
     return stats / len(groups)
 
 
@@ -58,7 +59,7 @@ def bootstrap_ci(
     own, so a single group gives the usual CI of its mean and several groups give the CI of a
     macro average.
     """
-    return bootstrap_ratio_groups_ci([(g, np.ones(len(g))) for g in groups], rng, n_boot, confidence)
+    return bootstrap_macro_ratio_ci([(g, np.ones(len(g))) for g in groups], rng, n_boot, confidence)
 
 
 def bootstrap_ratio_ci(
@@ -67,17 +68,20 @@ def bootstrap_ratio_ci(
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of a ratio of sums, sum(num) / sum(den), resampling units together.
 
-    For corpus-level rates over documents (bits per byte = NLL over bytes, bytes per token): each
-    resample draws documents with replacement and recomputes the pooled ratio, so long documents
-    weigh as much as they do in the point estimate.
+    For corpus-level rates over documents (bits per byte = NLL over bytes, bytes per token) and
+    entity-level precision, recall and F1 over sentences: each resample draws units with
+    replacement and recomputes the pooled ratio, so long documents weigh as much as they do in the
+    point estimate. A resample whose denominator sums to zero counts as 0 (``zero_division=0``).
     """
-    return bootstrap_ratio_groups_ci([(numerators, denominators)], rng, n_boot, confidence)
+    return bootstrap_macro_ratio_ci([(numerators, denominators)], rng, n_boot, confidence)
 
 
-def bootstrap_ratio_groups_ci(
+def bootstrap_macro_ratio_ci(
     groups: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator, n_boot: int = 1000, confidence: float = 0.95,
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean over groups of ``sum(values) / sum(weights)``."""
+    """Percentile bootstrap CI of the mean over groups of each group's pooled ratio
+    ``sum(values) / sum(weights)`` (a macro average of corpus-level scores, e.g. entity F1 averaged
+    over languages); each group is resampled on its own, as in :func:`bootstrap_ci`."""
     return percentile_interval(resampled([list(g) for g in groups], rng, n_boot)[:, 0], confidence)
 
 

@@ -72,6 +72,7 @@ class Score:
     higher_is_better: bool = True
     pct_base: float | None = None  # filled by the runner from the baseline run
     chance: float | None = None    # the metric's chance level where defined (suites state which: uniform or majority class)
+    shots: int | None = None       # in-context examples per prompt (lm-eval tasks); None: not a prompted task
     setting: str = ""              # the protocol, as the papers name it: "zero-shot", "multilingual", "post-hoc", "0-shot" ...
 
 

@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS scores (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR,
     value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE, chance DOUBLE,
-    setting VARCHAR
+    shots INTEGER, setting VARCHAR
 );
 CREATE TABLE IF NOT EXISTS comparisons (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, baseline_run_id VARCHAR,
@@ -64,6 +64,7 @@ CREATE TABLE IF NOT EXISTS comparisons (
     difference_ci_high DOUBLE, chance_adjusted_pct_base DOUBLE, p_value DOUBLE, flip_rate DOUBLE, agreement DOUBLE,
     baseline_above_chance BOOLEAN
 );
+ALTER TABLE scores ADD COLUMN IF NOT EXISTS shots INTEGER;
 CREATE TABLE IF NOT EXISTS compression (
     run_id VARCHAR PRIMARY KEY, embedding_params_before BIGINT, embedding_params_after BIGINT,
     storage_bytes_before BIGINT, storage_bytes_after BIGINT, total_params_before BIGINT,
@@ -92,7 +93,7 @@ ALTER TABLE paper_results ADD COLUMN IF NOT EXISTS paper_setting VARCHAR;
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
        CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, r.variant, s.task, s.language, s.split,
-       s.metric, s.setting, s.value, s.ci_low, s.ci_high, s.n, s.chance, s.pct_base, k.pct_base_ci_low,
+       s.metric, s.setting, s.shots, s.value, s.ci_low, s.ci_high, s.n, s.chance, s.pct_base, k.pct_base_ci_low,
        k.pct_base_ci_high, k.chance_adjusted_pct_base, k.difference, k.difference_ci_low, k.difference_ci_high,
        k.p_value, k.flip_rate, k.agreement, k.n_paired, k.baseline_above_chance, c.emb_param_fraction,
        c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at
