@@ -90,6 +90,7 @@ class Pipeline:
             self.spec.profile, self.spec.seed, self.p.device, self.p.suite_config, self.p.suite_budget,
             self.workdir / task.name, model=self.spec.model, config_hash=self.spec.config_hash, progress=self.progress,
             reference=reference, reference_tokenizer=reference_tokenizer,
+            adapter=self.adapter,
         )
 
     def _timed(self, phase: str, step):

@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 from torch import nn
 
-from harness.adapter import ProgressFn, no_progress
+from harness.adapter import Adapter, ProgressFn, no_progress
 from harness.budgets import Budgets, Profile
 from harness.compare import AVERAGE
 from harness.measure.metrics import bootstrap_macro_ratio_ci, macro_ratio
@@ -74,6 +74,8 @@ class SuiteContext:
     progress: ProgressFn = field(default=no_progress, compare=False)
     reference: nn.Module | None = field(default=None, compare=False)  # the unchanged model, for suites that want it
     reference_tokenizer: Any = field(default=None, compare=False)     # its tokenizer
+    adapter: Adapter | None = field(default=None, compare=False)  # the run's adapter, for its optional
+    # methods a suite may use (harness.adapter.WordSenses); None outside a run
 
 
 @dataclass(frozen=True)
