@@ -1,7 +1,11 @@
 """The runner: baseline first, then the method, each reused when an identical finished run exists.
 
     plan (validate everything, cheap; harness.plan) -> prepare data once -> for baseline, method:
-        reuse a finished identical run, or: record "running" -> pipeline (harness.pipeline) -> save
+        reuse a finished identical run, or: record "running" -> pipeline (harness.pipeline)
+        -> %Base and the paired comparison with the baseline (harness.compare) -> save
+
+A reused baseline's per-item outputs come from the store, so a method run compares item by item
+with a baseline run earlier; the baseline is compared with itself (its "above chance" flag).
 """
 
 from __future__ import annotations
@@ -16,13 +20,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from harness.adapter import Adapter, ProgressFn, no_progress
+from harness.compare import compare
 from harness.measure.metrics import pct_base
 from harness.pipeline import Pipeline
 from harness.plan import Plan, RunRequest, plan
 from harness.provenance import git_sha, hardware, versions
 from harness.registry import ADAPTERS
-from harness.results.records import Provenance, RunRecord, RunSpec, Score
+from harness.errors import StoreError
+from harness.results.records import Comparison, Provenance, RunRecord, RunSpec, Score
 from harness.results.store import Store
 from harness.suite import SuiteData
 
@@ -54,7 +62,7 @@ class _LazyData:
 
     def get(self) -> SuiteData:
         if self.value is None:
-            self.value = self.p.suite.prepare(self.p.data_dir, self.p.suite_config)
+            self.value = self.p.suite.prepare(self.p.data_dir, self.p.suite_config, self.p.suite_budget)
         return self.value
 
 
@@ -92,12 +100,26 @@ def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | Non
         failed = dataclasses.replace(rec, status="failed", error=f"{err.__class__.__name__}: {err}"[:2000], finished_at=_now(), wall_s=time.perf_counter() - start)
         store.save(failed)
         raise
+    scores = _with_pct_base(produced.scores, baseline)
     rec = dataclasses.replace(
         rec, status="finished", finished_at=_now(), wall_s=time.perf_counter() - start, compression=produced.compression,
-        fit=produced.fit, scores=_with_pct_base(produced.scores, baseline), efficiency=produced.efficiency,
-        items=produced.items, details=produced.details,
+        fit=produced.fit, scores=scores, efficiency=produced.efficiency, items=produced.items, details=produced.details,
     )
+    rec.comparisons = _compared(rec, baseline or rec, store)
     return RunOutcome(rec, reused=False, stored=store.save(rec))
+
+
+def _compared(rec: RunRecord, baseline: RunRecord, store: Store) -> list[Comparison]:
+    """Every score against the baseline's on the same items (a reused baseline's items from the store;
+    when the store cannot be read now, the comparison keeps what needs no items)."""
+    base_items = baseline.items
+    if not base_items:
+        try:
+            base_items = store.items(baseline.run_id)
+        except StoreError:
+            base_items = []
+    rng = np.random.default_rng(rec.spec.seed)
+    return compare(rec.scores, rec.items, baseline.scores, base_items, baseline.run_id, rng)
 
 
 def _labelled(progress: ProgressFn, prefix: str) -> ProgressFn:

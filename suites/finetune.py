@@ -9,6 +9,7 @@ all train through the same Trainer set-up, so a recipe change lands in one place
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -104,11 +105,17 @@ def _blank_pieces(tokenizer: Any) -> frozenset[int]:
 
 
 class _TrainProgress(TrainerCallback):
+    """Reports steps (``fine-tuning``) and finished epochs (``epoch``)."""
+
     def __init__(self, progress: ProgressFn):
-        self.progress = progress
+        self.progress, self.epochs_done = progress, 0
 
     def on_step_end(self, args, state, control, **kwargs):
         self.progress("fine-tuning", state.global_step, state.max_steps)
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self.epochs_done += 1
+        self.progress("epoch", self.epochs_done, math.ceil(args.num_train_epochs))
 
 
 def finetune(model: nn.Module, train: Features, collator: Collator, budget: FinetuneBudget, ctx: SuiteContext) -> nn.Module:

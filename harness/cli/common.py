@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import contextmanager
 from typing import Annotated, Iterator, Optional
@@ -18,7 +19,7 @@ from rich.progress import (
 
 from harness.errors import HarnessError
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 200)  # logs and pipes keep whole table rows
 err_console = Console(stderr=True)
 
 DbOption = Annotated[Optional[str], typer.Option("--db", help="Results database (default: $HARNESS_DB or ./results.duckdb).")]
@@ -78,3 +79,4 @@ class RichProgress:
     def __exit__(self, *exc) -> None:
         if self.tasks:
             self.progress.stop()
+
