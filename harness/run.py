@@ -2,6 +2,11 @@
 
     plan (validate everything, cheap; harness.plan) -> prepare data once -> for baseline, method:
         reuse a finished identical run, or: record "running" -> pipeline (harness.pipeline) -> save
+
+A run is recorded through a :class:`Sink`: the :class:`~harness.results.store.Store` (journal record,
+then the database), or for a sweep's workers a :class:`JournalSink` (journal record only; the sweep's
+single writer ingests it). While it executes, the process holds the run's lease
+(:mod:`harness.results.liveness`), so a writer can tell a crashed run from a running one.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 from harness.adapter import Adapter, ProgressFn, no_progress
 from harness.measure.metrics import pct_base
@@ -22,11 +28,39 @@ from harness.pipeline import Pipeline
 from harness.plan import Plan, RunRequest, plan
 from harness.provenance import git_sha, hardware, versions
 from harness.registry import ADAPTERS
+from harness.results.journal import Journal
+from harness.results.liveness import Lease
 from harness.results.records import Provenance, RunRecord, RunSpec, Score
 from harness.results.store import Store
 from harness.suite import SuiteData
 
-__all__ = ["RunOutcome", "RunRequest", "execute"]
+__all__ = ["JournalSink", "RunOutcome", "RunRequest", "Sink", "execute", "run_one"]
+
+
+class Sink(Protocol):
+    """Where a run's states go: ``start`` with the running record, ``save`` with the final one
+    (True when it reached the database)."""
+
+    records_dir: Path
+
+    def start(self, rec: RunRecord) -> None: ...
+
+    def save(self, rec: RunRecord) -> bool: ...
+
+
+class JournalSink:
+    """A sweep worker's sink: records go to the journal only and never open the database."""
+
+    def __init__(self, records_dir: str | Path):
+        self.records_dir = Path(records_dir)
+        self.journal = Journal(self.records_dir)
+
+    def start(self, rec: RunRecord) -> None:
+        self.journal.write(rec)
+
+    def save(self, rec: RunRecord) -> bool:
+        self.journal.write(rec)
+        return False
 
 
 @dataclass(frozen=True)
@@ -64,7 +98,7 @@ def _ensure(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None
         done = store.find_finished(spec)
         if done is not None:
             return RunOutcome(done, reused=True, stored=True)
-    return _run_one(p, spec, adapter, baseline, data.get(), store, progress)
+    return run_one(p, spec, adapter, baseline, data.get(), store, progress)
 
 
 def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | None) -> RunRecord:
@@ -81,23 +115,26 @@ def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | N
     )
 
 
-def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None, data: SuiteData, store: Store, progress: ProgressFn) -> RunOutcome:
+def run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None, data: SuiteData, sink: Sink, progress: ProgressFn = no_progress) -> RunOutcome:
+    """Execute ``spec`` (no reuse): running record, pipeline, then the finished or failed record.
+    Any exception (Ctrl-C included) records the run as failed with its error before it propagates."""
     rec = _new_record(p, spec, data, baseline)
-    store.start(rec)
+    sink.start(rec)
     start = time.perf_counter()
-    try:
-        with tempfile.TemporaryDirectory(prefix="harness-") as workdir:
-            produced = Pipeline(p, spec, adapter, Path(workdir), _labelled(progress, spec.adapter)).run(data)
-    except BaseException as err:
-        failed = dataclasses.replace(rec, status="failed", error=f"{err.__class__.__name__}: {err}"[:2000], finished_at=_now(), wall_s=time.perf_counter() - start)
-        store.save(failed)
-        raise
-    rec = dataclasses.replace(
-        rec, status="finished", finished_at=_now(), wall_s=time.perf_counter() - start, compression=produced.compression,
-        fit=produced.fit, scores=_with_pct_base(produced.scores, baseline), efficiency=produced.efficiency,
-        items=produced.items, details=produced.details,
-    )
-    return RunOutcome(rec, reused=False, stored=store.save(rec))
+    with Lease(sink.records_dir, rec.run_id):
+        try:
+            with tempfile.TemporaryDirectory(prefix="harness-") as workdir:
+                produced = Pipeline(p, spec, adapter, Path(workdir), _labelled(progress, spec.adapter)).run(data)
+        except BaseException as err:
+            error = "interrupted (SIGINT)" if isinstance(err, KeyboardInterrupt) else f"{err.__class__.__name__}: {err}"
+            sink.save(dataclasses.replace(rec, status="failed", error=error[:2000], finished_at=_now(), wall_s=time.perf_counter() - start))
+            raise
+        rec = dataclasses.replace(
+            rec, status="finished", finished_at=_now(), wall_s=time.perf_counter() - start, compression=produced.compression,
+            fit=produced.fit, scores=_with_pct_base(produced.scores, baseline), efficiency=produced.efficiency,
+            items=produced.items, details=produced.details,
+        )
+        return RunOutcome(rec, reused=False, stored=sink.save(rec))
 
 
 def _labelled(progress: ProgressFn, prefix: str) -> ProgressFn:
