@@ -35,8 +35,13 @@ def _stamp(path: Path) -> str:
 
 
 def _write_error(path: Path, err: OSError) -> StoreError:
-    full = " (the disk is full)" if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else ""
-    return StoreError(f"cannot write the run record {path}: {err.strerror or err}{full}; free space or pass --db to a writable disk")
+    if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        why = "the disk is full; free space or pass --db to another disk"
+    elif err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        why = f"{path.parent} is not writable; pass --db to a writable folder"
+    else:
+        why = "pass --db to a writable folder"
+    return StoreError(f"cannot write the run record {path}: {err.strerror or err}; {why}")
 
 
 class Journal:

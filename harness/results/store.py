@@ -132,9 +132,10 @@ class Store:
                 con = duckdb.connect(str(self.path), read_only=read_only)
                 break
             except duckdb.Error as err:
-                if not _is_lock_error(err) or attempt == self.retries - 1:
-                    error = StoreBusyError if _is_lock_error(err) else StoreError
-                    raise error(f"cannot open {self.path}: {str(err).splitlines()[0]}; close the other process or use --db") from None
+                if not _is_lock_error(err):
+                    raise StoreError(f"cannot open {self.path}: {str(err).splitlines()[0]}; it is not a readable DuckDB database: restore it or pass --db another file") from None
+                if attempt == self.retries - 1:
+                    raise StoreBusyError(f"cannot open {self.path}: {str(err).splitlines()[0]}; close the other process or use --db") from None
                 time.sleep(self.wait_s)
         try:
             yield con
