@@ -15,9 +15,10 @@ histogram and the share of tokens with fewer than k senses (paper 004 Table 5's 
 
 Choices where the paper is silent:
 
-* Fit text: WikiText-2 train by default (paper 004 built its GLUE dictionary from the GLUE training
-  sets and its MTEB one from the MTEB training sets; the harness keeps suite data for the suites,
-  so the dictionary comes from a declared fit corpus, ``--set corpus=c4_sample`` for web text).
+* Fit text: the suite task's training texts by default (``corpus=task_train``), as paper 004 built
+  its GLUE dictionary from the GLUE training sets and its MTEB one from the MTEB training sets
+  (Sections 4.1-4.2, Appendix C); never the scored texts. Suites that train on nothing (bpb,
+  lm_eval) need a named corpus: ``--set corpus=wikitext2_train`` (WikiText, Appendix B) or ``c4_sample``.
 * Decoders (SmolLM2): the causal last hidden state (after the final norm) is clustered as it is;
   the paper first made Llama bidirectional with LLM2Vec, which is not available offline (paper
   004 Limitation 2 names the causal states as the alternative).

@@ -53,16 +53,21 @@ import torch
 from torch import nn
 
 from harness import distill
-from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, no_progress, untie
+from harness.adapter import (
+    Adapter,
+    Compressed,
+    FitContext,
+    ProgressFn,
+    no_progress,
+    untie,
+)
 from harness.budgets import Budgets
-from harness.config import require_positive
 from harness.errors import ConfigError
 from harness.sources.data import data_root, file_digest
 from harness.vocab import decomposition, patchscopes, reallocation
 from harness.vocab.composed import ComposedEmbedding, ComposedLMHead
 from harness.vocab.decomposition import Decomposition
 from harness.vocab.reallocation import NewToken
-
 
 _WORD = re.compile(r"[A-Za-z]+")
 

@@ -73,7 +73,7 @@ class SenseSettings:
     cap: int = 1000                      # sampled last-layer vectors per token (the authors' scripts)
     min_count: int = 1                   # tokens seen fewer times in the fit text get no entry (keep their vector)
     fp16: bool = True                    # store senses in float16, as the authors' dictionaries are 16-bit
-    corpus: str = "wikitext2_train"      # the fit corpus (paper 004 Appendix B lists WikiText)
+    corpus: str = "task_train"           # the fit corpus: the suite task's training texts (paper 004 Sections 4.1-4.2), or a named corpus
 
     def __post_init__(self) -> None:
         require_positive(k=self.k, cap=self.cap, min_count=self.min_count)

@@ -89,8 +89,9 @@ def test_mean_offsets_is_the_mean_of_single_transformation_pairs():
 
 
 def test_composed_tables_match_the_dense_composition(tiny_decoder):
-    from harness.adapter import footprint
     from harness.adapters.vocabdiet import compose
+
+    from harness.adapter import footprint
 
     table = tiny_decoder.get_input_embeddings().weight.detach().clone()
     before = footprint(tiny_decoder)
@@ -121,6 +122,7 @@ def test_composed_tables_match_the_dense_composition(tiny_decoder):
 
 def test_reallocated_tokenizer_round_trips_and_compresses(smollm2_tokenizer, data_dir):
     from harness.suites import texts
+
     from harness.vocab import reallocation
 
     fit = texts.wikitext("valid", data_dir)[0][:30]
