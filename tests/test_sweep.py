@@ -130,3 +130,17 @@ def test_ray_backend_gives_the_scores_of_the_local_sweep(resumed_sweep, tmp_path
     local_scores = local_scores[local_scores.config_hash.isin(set(ray_scores.config_hash))].reset_index(drop=True)
     assert len(ray_scores) == len(local_scores) > 0
     assert ray_scores.equals(local_scores)
+
+
+def test_jobs_run_points_in_worker_processes_and_the_driver_ingests(tmp_path):
+    """--jobs 2: two tokenizer-suite points in spawned workers (journal only); the driver writes the DB."""
+    db = tmp_path / "r.duckdb"
+    args = [HARNESS, "sweep", "--adapter", "none", "--suite", "tokenizer", "--model", "minilm", "--profile", "smoke",
+            "--seeds", "0,1", "--jobs", "2", "--device", "cpu", "--db", str(db)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr
+    assert "2 points (2 baselines), 0 already stored, 2 to run on local (2 at a time)" in stderr
+    runs = Store(db).query("SELECT seed, status, pid FROM runs ORDER BY seed")
+    assert list(runs.status) == ["finished", "finished"] and list(runs.seed) == [0, 1]
+    assert proc.pid not in set(runs.pid)  # executed in the workers, not in the driver
