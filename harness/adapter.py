@@ -13,8 +13,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Literal, Mapping
+from typing import Any, Callable, ClassVar, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -228,3 +229,20 @@ class Adapter(ABC):
         vocab_after = out.vocab_size if out.vocab_size is not None else vocab_before
         report = CompressionReport.between(before, footprint(out.model), vocab_before, vocab_after, out.freed_slots)
         return Applied(out.model, tokenizer, report, out.details)
+
+
+@runtime_checkable
+class WordSenses(Protocol):
+    """An optional adapter method for methods with senses (paper 004 Appendix E); a suite that
+    scores words (``word_sim``) uses it when the run's adapter has it.
+
+    ``word_senses(model, tokenizer, texts, words, k=..., cap=..., seed=...)`` returns one
+    ``(k_w, D)`` float array per word of ``words``: the senses of that word in ``model`` (the model
+    as the adapter returned it), drawn from at most ``cap`` occurrences of the word in ``texts`` and
+    at most ``k`` of them; ``(0, D)`` when the word never occurs. The suite scores a word pair by the
+    largest dot product over their senses (:func:`harness.senses.max_sense_similarity`).
+    ``MultisenseAdapter.word_senses`` is the implementation on hand.
+    """
+
+    def word_senses(self, model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *,
+                    k: int, cap: int, seed: int) -> list[np.ndarray]: ...

@@ -84,6 +84,7 @@ class Pipeline:
         return SuiteContext(
             self.spec.profile, self.spec.seed, self.p.device, self.p.suite_config, self.p.suite_budget,
             self.workdir / task.name, model=self.spec.model, config_hash=self.spec.config_hash, progress=self.progress,
+            adapter=self.adapter,
         )
 
     def _timed(self, phase: str, step):

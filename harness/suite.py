@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from harness.adapter import ProgressFn, no_progress
+from harness.adapter import Adapter, ProgressFn, no_progress
 from harness.budgets import Budgets, Profile
 from harness.results.records import ItemOutputs, Score
 from harness.sources.data import DataSource
@@ -47,6 +47,8 @@ class SuiteContext:
     model: str = ""                   # the --model name, for clients that label the model (MTEB)
     config_hash: str = ""             # the run's config hash: the compressed model's revision
     progress: ProgressFn = field(default=no_progress, compare=False)
+    adapter: Adapter | None = field(default=None, compare=False)  # the run's adapter, for its optional
+    # methods a suite may use (harness.adapter.WordSenses); None outside a run
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import warnings
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -28,6 +29,62 @@ def bootstrap_ci(
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(stats, [tail, 1.0 - tail])
     return float(low), float(high)
+
+
+def bootstrap_statistic(
+    statistic: Callable[..., float], groups: Sequence[Sequence[np.ndarray]], rng: np.random.Generator,
+    n_boot: int = 1000, confidence: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean over groups of ``statistic(*arrays)``.
+
+    Each group is a tuple of aligned per-item arrays (predictions and gold labels of one task, model
+    and gold similarities of one data set); its items are resampled with replacement together, each
+    group on its own. One group gives the CI of a statistic that is not a mean of per-item values
+    (a correlation, MCC, F1); several give the CI of their macro average. Resamples where the
+    statistic is undefined (NaN: a constant resample) are left out of the quantiles.
+    """
+    stats = np.zeros(n_boot)
+    for arrays in groups:
+        arrays = [np.asarray(a) for a in arrays]
+        n = len(arrays[0])
+        idx = rng.integers(0, n, size=(n_boot, n))
+        stats += [statistic(*(a[row] for a in arrays)) for row in idx]
+    stats /= len(groups)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.nanquantile(stats, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation (scipy; ties get average ranks); NaN when either side is constant."""
+    from scipy.stats import spearmanr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant input: NaN is the answer, not a warning
+        return float(spearmanr(x, y).statistic)
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson's correlation (scipy); NaN when either side is constant."""
+    from scipy.stats import pearsonr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(pearsonr(x, y).statistic)
+
+
+def matthews(predicted: np.ndarray, gold: np.ndarray) -> float:
+    """Matthews correlation coefficient (scikit-learn; 0 when a side has one class), CoLA's GLUE metric."""
+    from sklearn.metrics import matthews_corrcoef
+
+    return float(matthews_corrcoef(gold, predicted))
+
+
+def binary_f1(predicted: np.ndarray, gold: np.ndarray) -> float:
+    """F1 of the positive class 1 (scikit-learn; 0 when nothing is predicted positive), MRPC's GLUE metric."""
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(gold, predicted, zero_division=0.0))
 
 
 def bootstrap_ratio_ci(

@@ -1,0 +1,248 @@
+"""Word similarity: Spearman correlation between a model's word similarities and human ratings.
+
+No training. For every pair of a data set (``<data dir>/word_similarity/EN-<set>.txt``, lines
+``word1<TAB>word2<TAB>score``) the model's similarity is the cosine of the two words' vectors, and
+the score is Spearman's rho with the gold ratings, per data set and averaged over the sets (paper
+004 Table 10 averages its sets unweighted), each with a bootstrap CI over pairs; chance is 0.
+
+A word's vector is the mean of its sub-token vectors (the word tokenized alone, no special tokens),
+taken from (``--set vectors=``):
+
+* ``contextual`` (default): the last hidden layer with the word encoded alone (with the model's
+  special tokens, which are left out of the mean);
+* ``static``: the input embedding table. A table adapter (asg, sg, ksub, quant ...) changes these
+  vectors directly, so with ``vectors=contextual`` the static table is scored as well (metric
+  ``spearman_static``): the effect of the method on the table itself, beside its effect on the model.
+
+Adapters with senses (:class:`harness.adapter.WordSenses`, paper 004's ``multisense``) are scored as
+paper 004 Appendix E does: each word's senses come from its occurrences in a context corpus
+(``--set contexts=wikitext2_train``, WikiText-2 train: Wikipedia, as the paper's 5% of English
+Wikipedia; at most the budget's ``contexts_per_word`` sentences per word, the paper's 8,000 in the
+``paper`` profile; k = 5 senses), and a pair scores the largest dot product over their sense pairs.
+A word that never occurs in the contexts gets its contextual vector as its one sense, so every pair
+is scored (the count is in the details).
+
+Out-of-vocabulary words: the tokenizers here are sub-word tokenizers, so every word has a vector
+(a rare word is the mean of its pieces; the details count words split into several pieces and
+words containing the unknown token). No pair is skipped. Words are encoded as the tokenizer
+encodes the start of a text (no leading space for byte-level BPE decoders), case as in the file.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from harness.adapter import WordSenses
+from harness.budgets import Budgets
+from harness.errors import ConfigError, DataError
+from harness.measure.metrics import bootstrap_statistic, spearman
+from harness.results.records import ItemOutputs, Score
+from harness.senses import max_sense_similarity
+from harness.sources import corpora
+from harness.sources.data import DataSource, local_or_hub
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
+
+SETS = ("MC-30", "RG-65", "WS-353-ALL", "WS-353-SIM", "WS-353-REL", "MTurk-287", "MEN-TR-3k")
+SENSES_PER_WORD = 5  # paper 004 Appendix E: k = 5 senses per word
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def set_file(name: str) -> str:
+    return f"word_similarity/EN-{name}.txt"
+
+
+@dataclass(frozen=True)
+class WordSimConfig:
+    sets: str = ",".join(SETS)                          # data sets: word_similarity/EN-<name>.txt
+    vectors: Literal["contextual", "static"] = "contextual"
+    contexts: str = "wikitext2_train"                   # sentences for the senses of adapters with senses
+
+    def __post_init__(self) -> None:
+        names = self.set_names
+        if not names or len(set(names)) != len(names):
+            raise ConfigError(f"--set sets={self.sets} must name each data set once (files word_similarity/EN-<name>.txt)")
+        corpora.source(self.contexts)  # a known corpus name or a hub id
+
+    @property
+    def set_names(self) -> tuple[str, ...]:
+        return tuple(n.strip() for n in self.sets.split(",") if n.strip())
+
+
+@dataclass(frozen=True)
+class WordSimBudget:
+    pairs: int | None          # pairs scored per data set (a seeded sample); None = all
+    contexts_per_word: int     # context sentences per word for adapters with senses
+    batch_size: int = 64
+
+
+BUDGETS = Budgets(
+    smoke=WordSimBudget(pairs=20, contexts_per_word=3),
+    quick=WordSimBudget(pairs=None, contexts_per_word=10),
+    paper=WordSimBudget(pairs=None, contexts_per_word=8000),  # paper 004 Appendix E: <= 8,000 vectors per word
+)
+
+
+@dataclass(frozen=True)
+class WordPairs:
+    first: list[str]
+    second: list[str]
+    gold: np.ndarray   # (n,) float ratings
+    lines: list[int]   # each pair's line in its file (the item id)
+
+    def take(self, idx: np.ndarray) -> WordPairs:
+        return WordPairs([self.first[i] for i in idx], [self.second[i] for i in idx], self.gold[idx], [self.lines[i] for i in idx])
+
+
+def read_pairs(path: Path) -> WordPairs:
+    """``word1<TAB>word2<TAB>score`` lines (blank lines skipped); DataError naming file and line."""
+    first, second, gold, lines = [], [], [], []
+    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        fields = text.split("\t")
+        if len(fields) != 3 or not fields[0].strip() or not fields[1].strip():
+            raise DataError(f"{path}:{line}: expected word1<TAB>word2<TAB>score, got {len(fields)} field(s); fix the line")
+        try:
+            gold.append(float(fields[2]))
+        except ValueError:
+            raise DataError(f"{path}:{line}: score {fields[2]!r} is not a number; fix the line") from None
+        first.append(fields[0].strip())
+        second.append(fields[1].strip())
+        lines.append(line)
+    if len(gold) < 3:
+        raise DataError(f"{path}: {len(gold)} pair(s); a rank correlation needs at least 3")
+    return WordPairs(first, second, np.array(gold, dtype=np.float64), lines)
+
+
+def _bare(token: str) -> str:
+    """A whitespace token as a word to match: lower-cased, surrounding punctuation removed (as
+    :func:`harness.senses.word_senses` matches words)."""
+    return token.strip(string.punctuation).lower()
+
+
+def context_sentences(texts: tuple[str, ...], words: list[str], per_word: int, seed: int) -> list[str]:
+    """Sentences of ``texts`` in a seeded order, each kept while it holds a word of ``words`` seen in
+    fewer than ``per_word`` kept sentences: a bounded, balanced set of contexts for every word."""
+    wanted = {w.lower() for w in words}
+    sentences = [s for text in texts for s in SENTENCE_END.split(text)]
+    seen: dict[str, int] = {}
+    kept = []
+    for i in np.random.default_rng(seed).permutation(len(sentences)):
+        found = {_bare(t) for t in sentences[i].split()} & wanted
+        if any(seen.get(w, 0) < per_word for w in found):
+            kept.append(sentences[i])
+            for w in found:
+                seen[w] = seen.get(w, 0) + 1
+    return kept
+
+
+@torch.inference_mode()
+def static_vectors(model: Any, tokenizer: Any, words: list[str]) -> np.ndarray:
+    """(W, D) mean of each word's sub-token rows of the input embedding table (as the model embeds them)."""
+    pieces = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in words]
+    ids = torch.tensor([i for p in pieces for i in p])
+    owner = torch.repeat_interleave(torch.arange(len(words)), torch.tensor([len(p) for p in pieces]))
+    rows = model.get_input_embeddings()(ids.to(model.device)).float().cpu()
+    sums = torch.zeros(len(words), rows.shape[1]).index_add_(0, owner, rows)
+    return (sums / torch.bincount(owner, minlength=len(words))[:, None]).numpy()
+
+
+@torch.inference_mode()
+def contextual_vectors(model: Any, tokenizer: Any, words: list[str], batch_size: int) -> np.ndarray:
+    """(W, D) mean of each word's sub-token vectors in the last hidden layer, the word encoded alone."""
+    out = []
+    for start in range(0, len(words), batch_size):
+        enc = tokenizer(words[start:start + batch_size], padding=True, return_special_tokens_mask=True, return_tensors="pt")
+        keep = (enc["attention_mask"] * (1 - enc["special_tokens_mask"])).unsqueeze(-1).float()
+        hidden = model(input_ids=enc["input_ids"].to(model.device), attention_mask=enc["attention_mask"].to(model.device)).last_hidden_state
+        out.append(((hidden.float().cpu() * keep).sum(1) / keep.sum(1).clamp(min=1.0)).numpy())
+    return np.concatenate(out)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine of two (n, D) arrays."""
+    return np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+
+
+class WordSimilarity(Suite):
+    name = "word_sim"
+    description = "Word similarity: Spearman of word-vector cosines (or paper 004's max over senses) with human ratings"
+    head = Head("base")
+    kinds = ("encoder", "decoder")
+    default_model = "minilm"
+    config_class = WordSimConfig
+    budgets = BUDGETS
+
+    def sources(self, config: WordSimConfig) -> tuple[DataSource, ...]:
+        return (DataSource(tuple(set_file(n) for n in config.set_names)), corpora.source(config.contexts))
+
+    def prepare(self, data_dir: Path | None, config: WordSimConfig) -> SuiteData:
+        names = config.set_names
+        sets, files = local_or_hub(
+            data_dir, DataSource(tuple(set_file(n) for n in names)), lambda paths: [read_pairs(p) for p in paths], lambda: None,
+        )
+        contexts = corpora.load(config.contexts, data_dir)
+        return SuiteData({**dict(zip(names, sets)), "contexts": contexts.texts}, {**files, **contexts.files})
+
+    def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
+        config, budget = ctx.config, ctx.budget
+        rng = np.random.default_rng(ctx.seed)
+        sets = {n: self._sample(data.splits[n], budget.pairs, ctx.seed) for n in config.set_names}
+        words = sorted({w for s in sets.values() for w in (*s.first, *s.second)})
+        index = {w: i for i, w in enumerate(words)}
+        model.eval()
+        static = static_vectors(model, tokenizer, words)
+        similarity, details = self._similarity(model, tokenizer, words, static, data, ctx)
+        measures = {"spearman": similarity}
+        if details["representation"] != "static":
+            measures["spearman_static"] = lambda a, b: cosine(static[a], static[b])
+        scores, items = [], []
+        for metric, sim in measures.items():
+            groups = []
+            for name, pairs in sets.items():
+                values = sim(np.array([index[w] for w in pairs.first]), np.array([index[w] for w in pairs.second]))
+                low, high = bootstrap_statistic(spearman, [(values, pairs.gold)], rng)
+                scores.append(Score(name, "en", "all", metric, spearman(values, pairs.gold), low, high, n=len(values), chance=0.0))
+                items.append(ItemOutputs(name, "en", "all", metric.replace("spearman", "similarity"), tuple(map(str, pairs.lines)),
+                                         tuple(map(float, values)), gold=tuple(f"{g:g}" for g in pairs.gold)))
+                groups.append((values, pairs.gold))
+            low, high = bootstrap_statistic(spearman, groups, rng)
+            value = float(np.mean([s.value for s in scores if s.metric == metric]))
+            scores.append(Score("word_sim", "avg", "all", metric, value, low, high, n=sum(len(g[0]) for g in groups), chance=0.0))
+        details.update(self._vocabulary(tokenizer, words), pairs={n: len(s.gold) for n, s in sets.items()}, pairs_skipped=0)
+        return SuiteResult(scores, details, items)
+
+    @staticmethod
+    def _sample(pairs: WordPairs, n: int | None, seed: int) -> WordPairs:
+        if n is None or n >= len(pairs.gold):
+            return pairs
+        return pairs.take(np.sort(np.random.default_rng(seed).permutation(len(pairs.gold))[:n]))
+
+    def _similarity(self, model: Any, tokenizer: Any, words: list[str], static: np.ndarray, data: SuiteData, ctx: SuiteContext):
+        """The headline similarity of word index pairs, and how it was computed."""
+        if ctx.config.vectors == "static":
+            return (lambda a, b: cosine(static[a], static[b])), {"representation": "static"}
+        vectors = contextual_vectors(model, tokenizer, words, ctx.budget.batch_size)
+        if not isinstance(ctx.adapter, WordSenses):
+            return (lambda a, b: cosine(vectors[a], vectors[b])), {"representation": "contextual"}
+        texts = context_sentences(data.splits["contexts"], words, ctx.budget.contexts_per_word, ctx.seed)
+        found = ctx.adapter.word_senses(model, tokenizer, texts, words, k=SENSES_PER_WORD, cap=ctx.budget.contexts_per_word, seed=ctx.seed)
+        senses = [s if len(s) else vectors[i:i + 1] for i, s in enumerate(found)]
+        facts = {"representation": "senses", "senses_per_word": SENSES_PER_WORD, "context_sentences": len(texts),
+                 "words_without_contexts": sum(1 for s in found if not len(s)), "senses": sum(len(s) for s in senses)}
+        return (lambda a, b: np.array([max_sense_similarity(senses[i], senses[j]) for i, j in zip(a, b)])), facts
+
+    @staticmethod
+    def _vocabulary(tokenizer: Any, words: list[str]) -> dict[str, int]:
+        """How the tokenizer covers the words: every word has pieces; how many are split or unknown."""
+        pieces = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in words]
+        unk = tokenizer.unk_token_id
+        return {"words": len(words), "words_split": sum(len(p) > 1 for p in pieces),
+                "words_with_unknown_piece": sum(unk is not None and unk in p for p in pieces)}

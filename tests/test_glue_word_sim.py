@@ -1,0 +1,125 @@
+"""GLUE and word similarity: metrics on hand-made cases with known answers, the staged GLUE files as
+read (counts, QNLI's split by question), the word-pair reader, bad input (exit 2, one line), and a
+smoke run of word_sim with a table adapter (the static score moves, %Base per data set)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from harness.suites import glue, word_sim
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.errors import ConfigError, DataError
+from harness.measure.metrics import binary_f1, bootstrap_statistic, matthews, pearson, spearman
+from harness.results.store import Store
+from harness.run import RunRequest, execute
+
+
+def test_spearman_of_known_rankings():
+    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert spearman(x, x ** 3) == pytest.approx(1.0)            # monotone, not linear: rho 1, Pearson < 1
+    assert pearson(x, x ** 3) < 0.99
+    assert spearman(x, -x) == pytest.approx(-1.0)
+    # ranks (1,2,3,4,5) vs (2,1,4,3,5): sum d^2 = 4, rho = 1 - 6*4 / (5*24) = 0.8
+    assert spearman(x, np.array([2.0, 1.0, 4.0, 3.0, 5.0])) == pytest.approx(0.8)
+    assert math.isnan(spearman(x, np.ones(5)))                   # constant side: undefined, not 0
+
+
+def test_matthews_and_f1_of_a_known_confusion():
+    # tp=3 fn=1 fp=1 tn=3: MCC = (9 - 1) / sqrt(4*4*4*4) = 0.5; F1 = 2*3 / (2*3 + 1 + 1) = 0.75
+    gold = np.array([1, 1, 1, 1, 0, 0, 0, 0])
+    pred = np.array([1, 1, 1, 0, 1, 0, 0, 0])
+    assert matthews(pred, gold) == pytest.approx(0.5)
+    assert binary_f1(pred, gold) == pytest.approx(0.75)
+    assert matthews(np.ones(8, dtype=int), gold) == 0.0          # one predicted class: CoLA's chance level
+    assert binary_f1(np.zeros(8, dtype=int), gold) == 0.0
+
+
+def test_bootstrap_statistic_brackets_and_averages_groups():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=200)
+    y = x + rng.normal(size=200)
+    low, high = bootstrap_statistic(spearman, [(x, y)], np.random.default_rng(1))
+    assert low < spearman(x, y) < high and high - low < 0.3
+    # the mean over two groups: a perfect group and a noisy one sit around their average
+    low2, high2 = bootstrap_statistic(spearman, [(x, x), (x, y)], np.random.default_rng(1))
+    assert low2 == pytest.approx((1 + low) / 2, abs=0.03) and high2 == pytest.approx((1 + high) / 2, abs=0.03)
+
+
+def test_chance_levels():
+    gold = np.array([1, 1, 1, 0])
+    assert glue.chance_level("accuracy", gold) == 0.75
+    assert glue.chance_level("f1", gold) == pytest.approx(6 / 7)  # always 1: tp=3, fp=1
+    assert glue.chance_level("mcc", gold) == 0.0
+
+
+@pytest.fixture(scope="module")
+def glue_data(data_dir):
+    return glue.Glue().prepare(data_dir, glue.GlueConfig()).splits
+
+
+def test_glue_files_as_staged(glue_data):
+    sizes = {name: (len(s["train"]), len(s["dev"])) for name, s in glue_data.items()}
+    assert {k: v for k, v in sizes.items() if k != "qnli"} == {
+        "sst2": (67349, 872), "cola": (8551, 527), "mrpc": (4076, 1725), "stsb": (5749, 1500), "rte": (2490, 277)}
+    assert sum(sizes["qnli"]) == 5463 and 0.2 < sizes["qnli"][1] / 5463 < 0.3
+    assert glue_data["stsb"]["dev"].label.dtype == np.float32 and glue_data["stsb"]["dev"].label.max() <= 5.0
+    assert np.bincount(glue_data["sst2"]["dev"].label).tolist() == [428, 444]
+    assert np.bincount(glue_data["cola"]["dev"].label).tolist() == [162, 365]
+    assert glue_data["sst2"]["dev"].second is None and glue_data["rte"]["dev"].second is not None
+
+
+def test_qnli_split_keeps_each_question_on_one_side(glue_data):
+    train, dev = glue_data["qnli"]["train"], glue_data["qnli"]["dev"]
+    assert not set(train.first) & set(dev.first)
+    assert not set(train.ids) & set(dev.ids)
+
+
+def test_glue_tasks_setting():
+    assert [t.name for t in glue.Glue().tasks(glue.GlueConfig("stsb, rte"))] == ["stsb", "rte"]
+    assert glue.Glue().tasks(glue.GlueConfig("stsb"))[0].head.kind == "regression"
+    with pytest.raises(ConfigError, match="unknown GLUE task mnli; valid: sst2, cola, mrpc, stsb, rte, qnli"):
+        glue.GlueConfig("sst2,mnli")
+
+
+def test_word_pairs_reader(tmp_path):
+    path = tmp_path / "pairs.txt"
+    path.write_text("tiger\tcat\t7.35\n\nbook\tpaper\t7.46\ncomputer\tkeyboard\t7.62\n")
+    pairs = word_sim.read_pairs(path)
+    assert pairs.first == ["tiger", "book", "computer"] and pairs.lines == [1, 3, 4]
+    assert pairs.gold.tolist() == [7.35, 7.46, 7.62]
+    path.write_text("tiger\tcat\t7.35\nbook\tpaper\thigh\ncomputer\tkeyboard\t7.62\n")
+    with pytest.raises(DataError, match=r"pairs.txt:2: score 'high' is not a number"):
+        word_sim.read_pairs(path)
+
+
+def _one_line_error(args: list[str], fragment: str) -> None:
+    result = CliRunner().invoke(app, ["run", *args])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path, data_dir):
+    _one_line_error(["--suite", "glue", "--profile", "smoke", "--set", "tasks=sst2,mnli"], "unknown GLUE task mnli; valid: sst2")
+    (tmp_path / "word_similarity").mkdir()
+    (tmp_path / "wikitext2").symlink_to(data_dir / "wikitext2")
+    bad = tmp_path / "word_similarity" / "EN-MC-30.txt"
+    bad.write_text("car\tautomobile\t3.92\ngem\tjewel\tn/a\n")
+    _one_line_error(["--suite", "word_sim", "--profile", "smoke", "--set", "sets=MC-30", "--data-dir", str(tmp_path)],
+                    "EN-MC-30.txt:2: score 'n/a' is not a number")
+
+
+def test_word_sim_table_adapter_moves_static_score(tmp_path):
+    """asg replaces the input table: the static score changes, each data set gets a %Base."""
+    request = RunRequest("word_sim", "asg", model="minilm", profile="smoke", settings=("k=256",))
+    base, method = (o.record for o in execute(request, Store(tmp_path / "r.duckdb")))
+    static = {(s.task, s.metric): s for s in method.scores}
+    baseline = {(s.task, s.metric): s for s in base.scores}
+    for name in word_sim.SETS:
+        assert static[(name, "spearman")].pct_base is not None
+    assert static[("word_sim", "spearman_static")].value != baseline[("word_sim", "spearman_static")].value
+    assert baseline[("word_sim", "spearman")].value > 0.3          # MiniLM's contextual word vectors rank pairs well
