@@ -26,6 +26,7 @@ from transformers import (
 )
 
 from harness.adapter import ProgressFn
+from harness.errors import TrainingError
 from harness.suite import SuiteContext
 
 Features = list[dict[str, Any]]
@@ -136,10 +137,16 @@ def finetune(model: nn.Module, train: Features, collator: Collator, budget: Fine
         use_cpu=ctx.device == "cpu",
         dataloader_num_workers=0,
         remove_unused_columns=False,  # features carry exactly what the model takes
+        logging_nan_inf_filter=False,  # a NaN step must reach the mean training loss checked below
     )
     trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator, callbacks=[_TrainProgress(ctx.progress)])
     trainer.remove_callback(PrinterCallback)  # our progress display replaces its metric prints
-    trainer.train()
+    loss = trainer.train().training_loss
+    if not np.isfinite(loss):
+        raise TrainingError(
+            f"fine-tuning diverged: the mean training loss is {loss} after {trainer.state.global_step} steps; "
+            "the model's or the adapter's weights hold NaN/inf, or the learning rate is too high"
+        )
     return trainer.model
 
 

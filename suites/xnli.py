@@ -98,18 +98,25 @@ class XnliConfig:
 def read_tsv(path: Path) -> PairSet:
     """Read the project's XNLI release layout: language, gold_label, sentence1, sentence2."""
     cols: dict[str, list] = {"language": [], "label": [], "premise": [], "hypothesis": []}
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(rows, None)
-        if header != ["language", "gold_label", "sentence1", "sentence2"]:
-            raise DataError(f"{path}: header {header} is not language/gold_label/sentence1/sentence2; use the XNLI release TSV")
-        for line, row in enumerate(rows, start=2):
-            if len(row) != 4 or row[0] not in LANGUAGES or row[1] not in LABELS:
-                raise DataError(f"{path}:{line}: malformed row (need 4 tab-separated fields, a known language and label); restore the original file")
-            cols["language"].append(row[0])
-            cols["label"].append(LABELS.index(row[1]))
-            cols["premise"].append(row[2])
-            cols["hypothesis"].append(row[3])
+    try:
+        with path.open(encoding="utf-8", newline="") as f:
+            rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            header = next(rows, None)
+            if header is None:
+                raise DataError(f"{path} is empty; restore the XNLI release TSV")
+            if header != ["language", "gold_label", "sentence1", "sentence2"]:
+                raise DataError(f"{path}: header {header[:4]} is not language/gold_label/sentence1/sentence2; use the XNLI release TSV")
+            for line, row in enumerate(rows, start=2):
+                if len(row) != 4 or row[0] not in LANGUAGES or row[1] not in LABELS:
+                    raise DataError(f"{path}:{line}: malformed row (need 4 tab-separated fields, a known language and label); restore the original file")
+                cols["language"].append(row[0])
+                cols["label"].append(LABELS.index(row[1]))
+                cols["premise"].append(row[2])
+                cols["hypothesis"].append(row[3])
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path} is not UTF-8 text (byte {err.start}); restore the original file or convert it to UTF-8") from None
+    except csv.Error as err:
+        raise DataError(f"{path}: not a tab-separated file ({err}); restore the XNLI release TSV") from None
     return PairSet(np.array(cols["language"]), cols["premise"], cols["hypothesis"], np.array(cols["label"], dtype=np.int64))
 
 

@@ -27,12 +27,16 @@ DbOption = Annotated[Optional[str], typer.Option("--db", help="Results database 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn a HarnessError into one line on stderr and exit code 2 (no traceback)."""
+    """Turn a HarnessError into one line on stderr and exit code 2 (no traceback); Ctrl-C into one
+    line and exit code 130 (the run in progress is already recorded as failed)."""
     try:
         yield
     except HarnessError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=2) from None
+    except KeyboardInterrupt:
+        typer.echo("error: interrupted; the run in progress is recorded as failed, run the same command again to resume", err=True)
+        raise typer.Exit(code=130) from None
 
 
 class RichProgress:

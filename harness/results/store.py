@@ -2,9 +2,12 @@
 
 DuckDB allows one read-write process at a time, and a second process cannot even read while a
 writer holds the file. So every write opens the database, commits one transaction and closes it;
-readers retry briefly. Each finished or failed run is first written as a JSON record beside the
-database (``<db stem>.records/<run_id>.json``); a record the database could not take (busy, or
-the process died) is ingested by the next writer, so nothing is lost.
+readers retry briefly. Every state of a run (running, finished, failed) is first written as a JSON
+record in the journal beside the database (``<db stem>.records/<run_id>.json``,
+:mod:`harness.results.journal`); each write then ingests every pending record in one transaction, so
+a record the database could not take (busy, or the process died) is ingested by the next writer and
+nothing is lost. Runs whose process died are marked failed by the next writer
+(:mod:`harness.results.liveness`).
 
 Schema versions: a writer upgrades a database of an older version in place (columns are only ever
 added, with ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``, and rows are written by column name); a
@@ -16,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -27,6 +29,8 @@ import duckdb
 import pandas as pd
 
 from harness.errors import StoreBusyError, StoreError
+from harness.results import liveness
+from harness.results.journal import Journal
 from harness.results.records import (
     Comparison,
     CompressionReport,
@@ -140,6 +144,7 @@ class Store:
     def __init__(self, path: str | Path | None = None, retries: int = 20, wait_s: float = 0.25):
         self.path = default_path(path)
         self.records_dir = self.path.with_name(self.path.stem + ".records")
+        self.journal = Journal(self.records_dir)
         self.retries, self.wait_s = retries, wait_s
 
     # -- connections -------------------------------------------------------------------------
@@ -153,9 +158,10 @@ class Store:
                 con = duckdb.connect(str(self.path), read_only=read_only)
                 break
             except duckdb.Error as err:
-                if not _is_lock_error(err) or attempt == self.retries - 1:
-                    error = StoreBusyError if _is_lock_error(err) else StoreError
-                    raise error(f"cannot open {self.path}: {str(err).splitlines()[0]}; close the other process or use --db") from None
+                if not _is_lock_error(err):
+                    raise StoreError(f"cannot open {self.path}: {str(err).splitlines()[0]}; it is not a readable DuckDB database: restore it or pass --db another file") from None
+                if attempt == self.retries - 1:
+                    raise StoreBusyError(f"cannot open {self.path}: {str(err).splitlines()[0]}; close the other process or use --db") from None
                 time.sleep(self.wait_s)
         try:
             yield con
@@ -180,30 +186,36 @@ class Store:
     # -- writes ------------------------------------------------------------------------------
 
     def start(self, rec: RunRecord) -> None:
-        """Record a run as running; also ingest leftover JSON records and mark dead runs failed."""
-        pending = self._pending_records()
-        with self._write() as con:
-            for old in pending:
-                self._upsert(con, old)
-            self._fail_dead_runs(con)
-            self._upsert(con, rec)
-        for old in pending:
-            self._record_path(old.run_id).with_suffix(".ingested").touch()
+        """Record a run as running (journal first, then the database unless it is busy)."""
+        self.journal.write(rec)
+        try:
+            self.ingest()
+        except StoreError:  # not busy: a corrupt database or another schema; the run never started
+            self.journal.path(rec.run_id).unlink(missing_ok=True)
+            raise
 
     def save(self, rec: RunRecord) -> bool:
         """Write the JSON record, then ingest it. Returns False when the DB was busy (kept on disk)."""
-        path = self._record_path(rec.run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(rec.to_json())
-        tmp.replace(path)
+        self.journal.write(rec)
         try:
-            with self._write() as con:
-                self._upsert(con, rec)
+            ingested = self.ingest()
         except StoreError:
             return False
-        path.with_suffix(".ingested").touch()
-        return True
+        return ingested is not None and rec.run_id in ingested
+
+    def ingest(self) -> list[str] | None:
+        """Ingest every pending journal record and mark runs of dead processes failed, in one
+        transaction; returns the run ids ingested, or None when another process holds the database."""
+        entries = self.journal.pending()
+        try:
+            with self._write() as con:
+                for e in entries:
+                    self._upsert(con, e.record)
+                self._fail_dead_runs(con)
+        except StoreBusyError:
+            return None
+        self.journal.mark_ingested(entries)
+        return [e.record.run_id for e in entries]
 
     def replace_paper_results(self, rows: list[PaperResult]) -> None:
         """Replace the papers' reported numbers in one transaction (loading twice changes nothing)."""
@@ -212,18 +224,6 @@ class Store:
             names = [f.name for f in dataclasses.fields(PaperResult)]
             columns, marks = ", ".join(f'"{n}"' for n in names), ", ".join("?" for _ in names)
             con.executemany(f"INSERT INTO paper_results ({columns}) VALUES ({marks})", [dataclasses.astuple(r) for r in rows])
-
-    def _record_path(self, run_id: str) -> Path:
-        return self.records_dir / f"{run_id}.json"
-
-    def _pending_records(self) -> list[RunRecord]:
-        if not self.records_dir.is_dir():
-            return []
-        return [
-            RunRecord.from_json(p.read_text())
-            for p in sorted(self.records_dir.glob("*.json"))
-            if not p.with_suffix(".ingested").exists()
-        ]
 
     @staticmethod
     def _upsert(con: duckdb.DuckDBPyConnection, rec: RunRecord) -> None:
@@ -253,11 +253,9 @@ class Store:
                 [rec.run_id, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, list(e.samples_ms)],
             )
 
-    @staticmethod
-    def _fail_dead_runs(con: duckdb.DuckDBPyConnection) -> None:
-        host = socket.gethostname()
-        for run_id, pid in con.execute("SELECT run_id, pid FROM runs WHERE status = 'running' AND host = ?", [host]).fetchall():
-            if pid is not None and not _pid_alive(pid):
+    def _fail_dead_runs(self, con: duckdb.DuckDBPyConnection) -> None:
+        for run_id, host, pid in con.execute("SELECT run_id, host, pid FROM runs WHERE status = 'running'").fetchall():
+            if liveness.alive(self.records_dir, run_id, host, pid) is False:
                 con.execute(
                     "UPDATE runs SET status = 'failed', error = 'process died before the run finished' WHERE run_id = ?",
                     [run_id],
@@ -285,7 +283,11 @@ class Store:
         return [ItemOutputs(*row[:4], *(tuple(v or ()) for v in row[4:])) for row in rows]
 
     def find_finished(self, spec: RunSpec) -> RunRecord | None:
-        """The newest finished run with the same config hash, if any (run reuse)."""
+        """The newest finished run with the same config hash, if any (run reuse): in the database, or
+        still waiting in the journal."""
+        waiting = [e.record for e in self.journal.pending() if e.record.status == "finished" and e.record.spec.config_hash == spec.config_hash]
+        if waiting:
+            return max(waiting, key=lambda r: r.finished_at or "")
         if not self.path.exists():
             return None
         ids = self.query(
@@ -349,16 +351,6 @@ def _items_frame(rec: RunRecord) -> pd.DataFrame:
             "weight": list(it.weights) if it.weights else [None] * n,
         }))
     return pd.concat(frames, ignore_index=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _iso(value: datetime) -> str:
