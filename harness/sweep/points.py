@@ -86,5 +86,5 @@ def execute_point(point: Point, baseline: RunRecord | None, records_dir: str | P
             "this machine's data or model differ from the driver's (share the data directory and model cache)"
         )
     adapter = ADAPTERS.get("none")() if is_baseline else p.adapter
-    data = p.suite.prepare(p.data_dir, p.suite_config)
+    data = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget)
     return run_one(p, spec, adapter, baseline, data, sink or JournalSink(records_dir)).record
