@@ -25,6 +25,10 @@ class ModelSourceError(HarnessError):
     """A model that cannot be resolved or loaded."""
 
 
+class TrainingError(HarnessError):
+    """Fine-tuning that cannot give a meaningful score (e.g. a NaN loss)."""
+
+
 class StoreError(HarnessError):
     """The results store cannot be read or written."""
 

@@ -10,8 +10,11 @@ whole model is fitted again. ``after_finetune`` adapters act on each task's fine
 
 Efficiency is measured once, right after the adapter first acts, on the compressed model and on a
 copy of the model just before the adapter (the unchanged model, or for ``after_finetune`` the
-fine-tuned one), timed in alternating rounds; the copy is dropped at once. The teacher (a frozen
-copy for adapters that declare ``needs_teacher``) lives only while the adapter fits.
+fine-tuned one), timed in alternating rounds; the copy is dropped at once, unless the suite
+declares ``wants_reference``: then it is kept (eval mode) and handed to ``suite.score`` as
+``ctx.reference`` with its tokenizer (bpb computes KL(base || method) from it), and freed when the
+run ends. The teacher (a frozen copy for adapters that declare ``needs_teacher``) lives only while
+the adapter fits.
 """
 
 from __future__ import annotations
@@ -62,28 +65,31 @@ class Pipeline:
         self.out = Produced()
         self.tokenizer: Any = None       # the tokenizer after the adapter (a changed one, or the base one)
         self.backbone: nn.Module | None = None  # the first compressed model, for later tasks' backbones
+        self.reference: tuple[nn.Module, Any] | None = None  # the unchanged model and tokenizer, for wants_reference suites
         self._corpora: dict[str, corpora.Corpus] | None = None
 
     def run(self, data: SuiteData) -> Produced:
         suite = self.p.suite
         tasks = suite.tasks(self.p.suite_config)
         for index, task in enumerate(tasks):
-            ctx = self._suite_context(task)
             model, tokenizer = self._model_for(task, index, len(tasks) > 1, data)
-            model = self._timed("train", lambda: suite.train(task, model, tokenizer, data, ctx))
+            model = self._timed("train", lambda: suite.train(task, model, tokenizer, data, self._suite_context(task)))
             if self.adapter.stage == "after_finetune":
                 model, tokenizer = self._act(model, tokenizer, task, data)
-            result = self._timed("evaluate", lambda: suite.score(task, model, tokenizer, data, ctx))
+            result = self._timed("evaluate", lambda: suite.score(task, model, tokenizer, data, self._suite_context(task)))
             self.out.scores += result.scores
             self.out.items += result.items
             self.out.details.update(result.details if len(tasks) == 1 else {task.name: result.details})
         self.out.scores += suite.summarize(self.out.scores, self._suite_context(tasks[0]))
+        self.reference = None
         return self.out
 
     def _suite_context(self, task: Task) -> SuiteContext:
+        reference, reference_tokenizer = self.reference or (None, None)
         return SuiteContext(
             self.spec.profile, self.spec.seed, self.p.device, self.p.suite_config, self.p.suite_budget,
             self.workdir / task.name, model=self.spec.model, config_hash=self.spec.config_hash, progress=self.progress,
+            reference=reference, reference_tokenizer=reference_tokenizer,
             adapter=self.adapter,
         )
 
@@ -128,6 +134,8 @@ class Pipeline:
             self.out.fit = FitReport(seconds, applied.details)
             self.tokenizer = applied.tokenizer
             self.out.efficiency = self._timed("efficiency", lambda: self._efficiency(applied.model, base))
+            if base is not None and self.p.suite.wants_reference:
+                self.reference = (base.eval().requires_grad_(False), tokenizer)
         else:
             self.out.fit = dataclasses.replace(self.out.fit, seconds=self.out.fit.seconds + seconds)
         return applied.model, applied.tokenizer

@@ -117,7 +117,7 @@ def plan(request: RunRequest) -> Plan:
         suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
         recipe=dataclasses.asdict(suite_budget),
         adapter_budget=dataclasses.asdict(adapter_budget) if adapter_budget is not None else {},
-        data=revisions(data_dir, suite.sources(suite_config)),
+        data=revisions(data_dir, suite.sources(suite_config, suite_budget)),
         fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
     )
     return Plan(suite, suite_config, suite_budget, adapter, adapter_budget, ref, spec, data_dir, device, request.force)

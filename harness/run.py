@@ -1,7 +1,16 @@
 """The runner: baseline first, then the method, each reused when an identical finished run exists.
 
     plan (validate everything, cheap; harness.plan) -> prepare data once -> for baseline, method:
-        reuse a finished identical run, or: record "running" -> pipeline (harness.pipeline) -> save
+        reuse a finished identical run, or: record "running" -> pipeline (harness.pipeline)
+        -> %Base and the paired comparison with the baseline (harness.compare) -> save
+
+A reused baseline's per-item outputs come from the store, so a method run compares item by item
+with a baseline run earlier; the baseline is compared with itself (its "above chance" flag).
+
+A run is recorded through a :class:`Sink`: the :class:`~harness.results.store.Store` (journal record,
+then the database), or for a sweep's workers a :class:`JournalSink` (journal record only; the sweep's
+single writer ingests it). While it executes, the process holds the run's lease
+(:mod:`harness.results.liveness`), so a writer can tell a crashed run from a running one.
 """
 
 from __future__ import annotations
@@ -15,18 +24,57 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
+
+import numpy as np
 
 from harness.adapter import Adapter, ProgressFn, no_progress
+from harness.compare import compare
 from harness.measure.metrics import pct_base
 from harness.pipeline import Pipeline
 from harness.plan import Plan, RunRequest, plan
 from harness.provenance import git_sha, hardware, versions
 from harness.registry import ADAPTERS
-from harness.results.records import Provenance, RunRecord, RunSpec, Score
+from harness.errors import StoreError
+from harness.results.journal import Journal
+from harness.results.liveness import Lease
+from harness.results.records import Comparison, ItemOutputs, Provenance, RunRecord, RunSpec, Score
 from harness.results.store import Store
 from harness.suite import SuiteData
 
-__all__ = ["RunOutcome", "RunRequest", "execute"]
+__all__ = ["JournalSink", "RunOutcome", "RunRequest", "Sink", "execute", "run_one"]
+
+
+class Sink(Protocol):
+    """Where a run's states go: ``start`` with the running record, ``save`` with the final one
+    (True when it reached the database)."""
+
+    records_dir: Path
+
+    def start(self, rec: RunRecord) -> None: ...
+
+    def save(self, rec: RunRecord) -> bool: ...
+
+    def items(self, run_id: str) -> list[ItemOutputs]: ...
+
+
+class JournalSink:
+    """A sweep worker's sink: records go to the journal only and never open the database."""
+
+    def __init__(self, records_dir: str | Path):
+        self.records_dir = Path(records_dir)
+        self.journal = Journal(self.records_dir)
+
+    def start(self, rec: RunRecord) -> None:
+        self.journal.write(rec)
+
+    def save(self, rec: RunRecord) -> bool:
+        self.journal.write(rec)
+        return False
+
+    def items(self, run_id: str) -> list[ItemOutputs]:
+        """None from here: the sweep's driver hands workers their baseline with its items."""
+        return []
 
 
 @dataclass(frozen=True)
@@ -39,6 +87,7 @@ class RunOutcome:
 def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progress) -> list[RunOutcome]:
     """Run (or reuse) the baseline, then the requested method; returns both outcomes."""
     p = plan(request)
+    store.ingest()  # before any read: records left by earlier runs, dead runs marked failed, an older schema upgraded
     data = _LazyData(p)
     outcomes = [_ensure(p, p.spec.baseline(), ADAPTERS.get("none")(), None, data, store, progress)]
     if p.spec.adapter != "none":
@@ -54,7 +103,7 @@ class _LazyData:
 
     def get(self) -> SuiteData:
         if self.value is None:
-            self.value = self.p.suite.prepare(self.p.data_dir, self.p.suite_config)
+            self.value = self.p.suite.prepare(self.p.data_dir, self.p.suite_config, self.p.suite_budget)
         return self.value
 
 
@@ -64,7 +113,7 @@ def _ensure(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None
         done = store.find_finished(spec)
         if done is not None:
             return RunOutcome(done, reused=True, stored=True)
-    return _run_one(p, spec, adapter, baseline, data.get(), store, progress)
+    return run_one(p, spec, adapter, baseline, data.get(), store, progress)
 
 
 def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | None) -> RunRecord:
@@ -81,23 +130,40 @@ def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | N
     )
 
 
-def _run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None, data: SuiteData, store: Store, progress: ProgressFn) -> RunOutcome:
+def run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None, data: SuiteData, sink: Sink, progress: ProgressFn = no_progress) -> RunOutcome:
+    """Execute ``spec`` (no reuse): running record, pipeline, then the finished or failed record.
+    Any exception (Ctrl-C included) records the run as failed with its error before it propagates."""
     rec = _new_record(p, spec, data, baseline)
-    store.start(rec)
+    sink.start(rec)
     start = time.perf_counter()
-    try:
-        with tempfile.TemporaryDirectory(prefix="harness-") as workdir:
-            produced = Pipeline(p, spec, adapter, Path(workdir), _labelled(progress, spec.adapter)).run(data)
-    except BaseException as err:
-        failed = dataclasses.replace(rec, status="failed", error=f"{err.__class__.__name__}: {err}"[:2000], finished_at=_now(), wall_s=time.perf_counter() - start)
-        store.save(failed)
-        raise
-    rec = dataclasses.replace(
-        rec, status="finished", finished_at=_now(), wall_s=time.perf_counter() - start, compression=produced.compression,
-        fit=produced.fit, scores=_with_pct_base(produced.scores, baseline), efficiency=produced.efficiency,
-        items=produced.items, details=produced.details,
-    )
-    return RunOutcome(rec, reused=False, stored=store.save(rec))
+    with Lease(sink.records_dir, rec.run_id):
+        try:
+            with tempfile.TemporaryDirectory(prefix="harness-") as workdir:
+                produced = Pipeline(p, spec, adapter, Path(workdir), _labelled(progress, spec.adapter)).run(data)
+        except BaseException as err:
+            error = "interrupted (SIGINT)" if isinstance(err, KeyboardInterrupt) else f"{err.__class__.__name__}: {err}"
+            sink.save(dataclasses.replace(rec, status="failed", error=error[:2000], finished_at=_now(), wall_s=time.perf_counter() - start))
+            raise
+        rec = dataclasses.replace(
+            rec, status="finished", finished_at=_now(), wall_s=time.perf_counter() - start, compression=produced.compression,
+            fit=produced.fit, scores=_with_pct_base(produced.scores, baseline), efficiency=produced.efficiency,
+            items=produced.items, details=produced.details,
+        )
+        rec.comparisons = _compared(rec, baseline or rec, sink)
+        return RunOutcome(rec, reused=False, stored=sink.save(rec))
+
+
+def _compared(rec: RunRecord, baseline: RunRecord, sink: Sink) -> list[Comparison]:
+    """Every score against the baseline's on the same items (a reused baseline's items from the sink;
+    when they cannot be read now, the comparison keeps what needs no items)."""
+    base_items = baseline.items
+    if not base_items:
+        try:
+            base_items = sink.items(baseline.run_id)
+        except StoreError:
+            base_items = []
+    rng = np.random.default_rng(rec.spec.seed)
+    return compare(rec.scores, rec.items, baseline.scores, base_items, baseline.run_id, rng)
 
 
 def _labelled(progress: ProgressFn, prefix: str) -> ProgressFn:

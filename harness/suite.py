@@ -8,6 +8,28 @@ table per profile. The runner then drives every suite the same way, per task::
 
 so a method that acts on a fine-tuned model (paper 004's sense dictionary) needs no special case, and
 evaluation-only suites (bpb, mteb_clf, word_sim) simply do not override :meth:`Suite.train`.
+
+Scores and per-item outputs. ``score`` returns :class:`~harness.results.records.Score` s and, behind
+each, the per-item outputs it is computed from (:class:`~harness.results.records.ItemOutputs`, keyed
+by stable item ids), so the runner can compare a method with its baseline item by item: paired
+bootstrap CIs of %Base and of the difference, McNemar's exact test, flip rate, agreement
+(:mod:`harness.compare`). A score is ``sum(values) / sum(weights)`` over its items, and a language
+``avg`` is the mean over the task's languages; the helpers below build both sides consistently::
+
+    items = [correctness("xnli", lang, "test", ids[lang], predicted[lang], gold[lang]) for lang in languages]
+    scores = [score_items([i], rng, chance=majority_share(i.gold), setting="zero-shot") for i in items]
+    scores.append(score_items(items, rng, chance=mean_of_chances, setting="zero-shot"))   # language "avg"
+
+A ratio metric gives the per-item numerator as values and the denominator as weights
+(``ItemOutputs(..., metric="bits_per_byte", values=bits, weights=bytes)``); a corpus-level metric that
+is no ratio of sums (Spearman, MCC) stores its items with predictions and gold but gets no paired CI.
+
+Every score of a higher-is-better metric with a trivial level declares it in ``Score.chance`` (say in
+the suite's docstring whether uniform or majority class): the runner reports (method - chance) /
+(baseline - chance) beside %Base and flags runs whose baseline is not significantly above chance.
+``Score.setting`` names the protocol as the papers do (``zero-shot`` cross-lingual transfer,
+``multilingual``, ``post-hoc``, ``5-shot`` ...); the leaderboard shows a paper's point only beside runs
+of the same setting.
 """
 
 from __future__ import annotations
@@ -15,12 +37,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
+import numpy as np
 from torch import nn
 
 from harness.adapter import Adapter, ProgressFn, no_progress
 from harness.budgets import Budgets, Profile
+from harness.compare import AVERAGE
+from harness.measure.metrics import bootstrap_macro_ratio_ci, macro_ratio
 from harness.results.records import ItemOutputs, Score
 from harness.sources.data import DataSource
 from harness.sources.heads import Head
@@ -47,6 +72,8 @@ class SuiteContext:
     model: str = ""                   # the --model name, for clients that label the model (MTEB)
     config_hash: str = ""             # the run's config hash: the compressed model's revision
     progress: ProgressFn = field(default=no_progress, compare=False)
+    reference: nn.Module | None = field(default=None, compare=False)  # the unchanged model, for suites that want it
+    reference_tokenizer: Any = field(default=None, compare=False)     # its tokenizer
     adapter: Adapter | None = field(default=None, compare=False)  # the run's adapter, for its optional
     # methods a suite may use (harness.adapter.WordSenses); None outside a run
 
@@ -77,18 +104,22 @@ class Suite(ABC):
     config_class: ClassVar[type]
     budgets: ClassVar[Budgets]
     head: ClassVar[Head] = Head("base")             # the head of the one task of single-task suites
+    wants_reference: ClassVar[bool] = False         # score() of a method run gets the unchanged model as ctx.reference
 
     def tasks(self, config: Any) -> tuple[Task, ...]:
         """The suite's tasks under ``config``; default: one task named after the suite, with ``head``."""
         return (Task(self.name, self.head),)
 
     @abstractmethod
-    def sources(self, config: Any) -> tuple[DataSource, ...]:
-        """The data this configuration reads, declared before anything runs (identity and validation)."""
+    def sources(self, config: Any, budget: Any) -> tuple[DataSource, ...]:
+        """The data this configuration reads under this profile's budget (a recipe may name its own
+        training data), declared before anything runs (identity and validation). A configuration the
+        profile cannot honour raises ConfigError here."""
 
     @abstractmethod
-    def prepare(self, data_dir: Path | None, config: Any) -> SuiteData:
-        """Load and validate the data (raises DataError naming the file, and the line where it can)."""
+    def prepare(self, data_dir: Path | None, config: Any, budget: Any) -> SuiteData:
+        """Load and validate the data ``sources`` declared for this configuration and budget (raises
+        DataError naming the file, and the line where it can)."""
 
     def train(self, task: Task, model: nn.Module, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> nn.Module:
         """Fine-tune ``model`` for ``task`` and return it; evaluation-only suites keep the default."""
@@ -107,3 +138,32 @@ class Suite(ABC):
     def summarize(self, scores: list[Score], ctx: SuiteContext) -> list[Score]:
         """Scores across tasks (an average as the papers compute it); default none."""
         return []
+
+
+def correctness(
+    task: str, language: str, split: str, ids: Sequence, predictions: Sequence, gold: Sequence, metric: str = "accuracy",
+) -> ItemOutputs:
+    """Per-item correctness (prediction == gold, 1.0 or 0.0) as the items of an accuracy score, with
+    predicted and gold labels kept (agreement between runs is computed from them)."""
+    predictions, gold = [str(p) for p in predictions], [str(g) for g in gold]
+    values = tuple(float(p == g) for p, g in zip(predictions, gold, strict=True))
+    return ItemOutputs(task, language, split, metric, tuple(str(i) for i in ids), values, tuple(predictions), tuple(gold))
+
+
+def score_items(
+    items: Sequence[ItemOutputs], rng: np.random.Generator, *, chance: float | None = None, higher_is_better: bool = True,
+    setting: str = "", language: str | None = None,
+) -> Score:
+    """The score of per-item outputs with its 95% bootstrap CI: ``sum(values) / sum(weights)`` of one
+    ItemOutputs, or the mean of that over several (a macro average: language ``avg`` unless given).
+    Task, split and metric come from the items, which must share them."""
+    first = items[0]
+    if any((i.task, i.split, i.metric) != (first.task, first.split, first.metric) for i in items):
+        raise ValueError("score_items: the items must share task, split and metric")
+    groups = [(np.asarray(i.values, dtype=np.float64), np.asarray(i.weights or np.ones(len(i.values)), dtype=np.float64)) for i in items]
+    low, high = bootstrap_macro_ratio_ci(groups, rng)
+    lang = language or (first.language if len(items) == 1 else AVERAGE)
+    return Score(
+        first.task, lang, first.split, first.metric, macro_ratio(groups), low, high, n=sum(len(i.ids) for i in items),
+        higher_is_better=higher_is_better, chance=chance, setting=setting,
+    )

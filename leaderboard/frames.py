@@ -1,6 +1,6 @@
-"""Pure table transforms behind the pages: headline scores, the papers' points per chart, the
-Pareto frontier, the leaderboard table, per-language %Base and efficiency ratios. DataFrames in,
-DataFrames out; no I/O."""
+"""Pure table transforms behind the pages: headline scores, their mean and sd over seeds, the papers'
+points per chart (same setting only), the Pareto frontier, the leaderboard table, per-language %Base
+and efficiency ratios. DataFrames in, DataFrames out; no I/O."""
 
 from __future__ import annotations
 
@@ -9,13 +9,18 @@ import re
 
 import pandas as pd
 
-GROUP = ["suite", "model", "profile", "task", "metric"]  # one Pareto chart / heatmap each
+GROUP = ["suite", "model", "profile", "task", "metric", "setting"]  # one Pareto chart / heatmap each
 TABLE_COLUMNS = {
     "adapter": "adapter", "config": "config", "value": "score", "ci_low": "CI low", "ci_high": "CI high",
-    "pct_base": "%Base", "emb_param_fraction": "emb. fraction", "storage_mb": "storage MB",
-    "latency_ratio": "latency × base", "model": "model", "profile": "profile", "task": "task", "metric": "metric",
-    "shots": "shots", "run_id": "run_id",
+    "pct_base": "%Base", "pct_base_ci_low": "%Base CI low", "pct_base_ci_high": "%Base CI high",
+    "chance_adjusted_pct_base": "chance-adj. %Base", "at_chance": "baseline at chance", "p_value": "p (McNemar)",
+    "flip_rate": "flips", "seeds": "seeds", "value_sd": "score sd", "pct_base_sd": "%Base sd",
+    "emb_param_fraction": "emb. fraction", "storage_mb": "storage MB", "latency_ratio": "latency × base",
+    "model": "model", "profile": "profile", "task": "task", "metric": "metric", "setting": "setting", "shots": "shots",
+    "run_id": "run_id",
 }
+# averaged over a configuration's seeds (the variant: config hash without the seed); the rest is the newest run's
+SEED_MEANS = ["value", "ci_low", "ci_high", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "chance_adjusted_pct_base", "p_value", "flip_rate"]
 EFFICIENCY_COLUMNS = {
     "adapter": "adapter", "config": "config", "latency_ratio": "latency × base", "throughput_ratio": "tokens/s × base",
     "memory_ratio": "memory × base", "p50_ms": "p50 ms", "p95_ms": "p95 ms", "throughput": "tokens/s",
@@ -47,6 +52,22 @@ def headline(scores: pd.DataFrame) -> pd.DataFrame:
     return scores[scores.language.eq("avg") | (~has_avg & size.eq(1))].reset_index(drop=True)
 
 
+def over_seeds(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration (variant), task, language and metric: the mean over its seeds of
+    scores, %Base and the comparison (newest run per seed), their sd (NaN for one seed), the number
+    of seeds, ``at_chance`` when the baseline of any seed is not above chance, and the newest run's
+    other columns (run_id, config, storage ...)."""
+    keys = ["variant", "task", "language", "metric"]
+    rows = rows.assign(variant=rows.variant.fillna(rows.run_id))  # runs stored before variants: each its own
+    newest = rows.sort_values("finished_at").drop_duplicates([*keys, "seed"], keep="last")
+    at_chance = newest.baseline_above_chance.map(lambda v: v is not None and not pd.isna(v) and not bool(v))
+    grouped = newest.assign(at_chance=at_chance).groupby(keys, sort=False)
+    stats = grouped[SEED_MEANS].mean().join(grouped[["value", "pct_base"]].std().add_suffix("_sd"))
+    stats = stats.join(grouped.agg(seeds=("seed", "nunique"), at_chance=("at_chance", "any")))
+    last = grouped.tail(1).set_index(keys).drop(columns=[*SEED_MEANS, "at_chance", "seed"])
+    return last.join(stats).reset_index()
+
+
 # A paper's name for what a suite scores under another name: lm-eval's ``acc`` is the papers'
 # ``accuracy``; paper 003's "ARC" is ARC-Challenge (its values are Challenge levels, see suites/lm_eval.py).
 METRIC_ALIASES = {"acc": "accuracy"}
@@ -64,22 +85,31 @@ def paper_shots(setting: str | None, notes: str | None) -> int | None:
     return None
 
 
-def matching_papers(papers: pd.DataFrame, suite: str, task: str, metric: str, shots: float | None = None) -> pd.DataFrame:
+def matching_papers(
+    papers: pd.DataFrame, suite: str, task: str, metric: str, shots: float | None = None, setting: str | None = None,
+) -> pd.DataFrame:
     """The papers' points for one chart: same suite and metric, same task up to case and punctuation
     (and the aliases above); for a prompted task (``shots`` set), only rows scored with as many
-    in-context examples, so that a 0-shot run never sits beside a paper's 5-shot point."""
+    in-context examples, so that a 0-shot run never sits beside a paper's 5-shot point; otherwise,
+    for runs whose suite declares a setting (``Score.setting``: zero-shot, multilingual, post-hoc ...),
+    only rows of that setting (a suite that declares none is matched on suite, task and metric)."""
     metrics = {metric, METRIC_ALIASES.get(metric, metric)}
     keys = papers.task.map(task_key)
     keys = keys.where(~papers.suite.eq(suite), keys.map(lambda k: TASK_ALIASES.get((suite, k), k)))
     same = papers.suite.eq(suite) & papers.metric.isin(metrics) & keys.eq(task_key(task))
     if shots is not None and not pd.isna(shots):
         same &= pd.Series([paper_shots(s, n) for s, n in zip(papers.setting, papers.notes)], index=papers.index, dtype=object).eq(int(shots))
+    elif setting:
+        same &= papers.setting.fillna("").eq(setting)
     return papers[same]
 
 
-def pareto_frontier(points: pd.DataFrame) -> pd.DataFrame:
+def pareto_frontier(points: pd.DataFrame, include_at_chance: bool = False) -> pd.DataFrame:
     """Points no other point beats with a smaller-or-equal embedding fraction and a higher %Base,
-    ordered by fraction (the staircase to draw)."""
+    ordered by fraction (the staircase to draw). Points whose baseline is at chance (``at_chance``)
+    are left out unless asked for: their %Base divides by noise."""
+    if not include_at_chance and "at_chance" in points:
+        points = points[~points.at_chance.astype(bool)]
     ordered = points.dropna(subset=["emb_param_fraction", "pct_base"]).sort_values(
         ["emb_param_fraction", "pct_base"], ascending=[True, False]
     )
@@ -97,9 +127,9 @@ def with_ratios(eff: pd.DataFrame) -> pd.DataFrame:
 
 
 def leaderboard_table(scores: pd.DataFrame, eff: pd.DataFrame) -> pd.DataFrame:
-    """Headline rows with storage in MB and the latency ratio, columns renamed for display."""
+    """Headline rows (mean over seeds) with storage in MB and the latency ratio, columns renamed for display."""
     latency = with_ratios(eff).drop_duplicates("run_id")[["run_id", "latency_ratio"]]  # first phase stored
-    rows = headline(scores).merge(latency, on="run_id", how="left")
+    rows = over_seeds(headline(scores)).merge(latency, on="run_id", how="left")
     rows["storage_mb"] = rows.storage_bytes / 1e6
     rows["config"] = rows.config.map(config_label)
     return rows[["suite", *TABLE_COLUMNS]].rename(columns=TABLE_COLUMNS)

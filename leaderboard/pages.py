@@ -18,6 +18,14 @@ TABLE_FORMATS = {
     "CI low": st.column_config.NumberColumn(format="%.4f"),
     "CI high": st.column_config.NumberColumn(format="%.4f"),
     "%Base": st.column_config.NumberColumn(format="%.1f"),
+    "%Base CI low": st.column_config.NumberColumn(format="%.1f", help="paired bootstrap: items resampled jointly with the baseline"),
+    "%Base CI high": st.column_config.NumberColumn(format="%.1f"),
+    "chance-adj. %Base": st.column_config.NumberColumn(format="%.1f", help="(score - chance) / (baseline - chance) x 100"),
+    "baseline at chance": st.column_config.CheckboxColumn(help="the baseline's 95% CI reaches the chance level: %Base is not meaningful"),
+    "p (McNemar)": st.column_config.NumberColumn(format="%.3g"),
+    "flips": st.column_config.NumberColumn(format="%.3f", help="share of items whose correctness changed"),
+    "score sd": st.column_config.NumberColumn(format="%.4f", help="over seeds"),
+    "%Base sd": st.column_config.NumberColumn(format="%.1f", help="over seeds"),
     "emb. fraction": st.column_config.NumberColumn(format="%.5f", help="embedding parameters kept / base"),
     "storage MB": st.column_config.NumberColumn(format="%.2f", help="embedding storage incl. fixed id maps"),
     "latency × base": st.column_config.NumberColumn(format="%.2f", help="p50 latency / the baseline's"),
@@ -38,24 +46,28 @@ def _key(*parts) -> str:
 
 
 def pareto(data: Snapshot, colours: dict[str, str], paper_rows: int) -> None:
-    heads = frames.headline(data.scores)
+    heads = frames.over_seeds(frames.headline(data.scores))
     if heads.empty:
         st.info(NO_MATCH)
         return
     show_papers = st.toggle("Show the papers' reported points (hollow markers)", value=True)
+    include_at_chance = st.toggle("Let runs whose baseline is at chance (x markers) onto the frontier", value=False)
     if not paper_rows:
         st.caption("No paper rows in this database: `harness reference load --db PATH` adds them.")
-    for (suite, model, profile, task, metric, shots), points in heads.groupby([*frames.GROUP, "shots"], sort=False, dropna=False):
-        papers = frames.matching_papers(data.papers, suite, task, metric, shots)
+    heads = heads.assign(setting=heads.setting.fillna(""))
+    for (suite, model, profile, task, metric, setting, shots), points in heads.groupby([*frames.GROUP, "shots"], sort=False, dropna=False):
+        papers = frames.matching_papers(data.papers, suite, task, metric, shots, setting)
         prompted = "" if pd.isna(shots) else f", {int(shots)}-shot"
-        st.subheader(f"{suite} · {model} · {profile} profile")
+        st.subheader(f"{suite} · {model} · {profile} profile" + (f" · {setting}" if setting else ""))
         st.caption(
-            f"%Base of {metric} on {task}{prompted} (average over languages where scored per language) against the share of "
-            f"embedding parameters kept. Dashed: the Pareto frontier of the measured runs. Hollow: {len(papers)} "
-            "points the papers report for their own base models, %Base against their own baselines."
+            f"%Base of {metric} on {task}{prompted} (average over languages where scored per language; mean over seeds, whisker: sd) "
+            "against the share of embedding parameters kept. Dashed: the Pareto frontier of the measured runs. "
+            "x: the baseline is not significantly above chance, so %Base divides by noise (off the frontier unless "
+            f"toggled). Hollow: {len(papers)} points the papers report in the same setting for their own base models, "
+            "%Base against their own baselines."
         )
-        fig = plots.pareto_figure(points, papers if show_papers else None, colours)
-        st.plotly_chart(fig, key=_key("pareto", suite, model, profile, task, metric, shots))
+        fig = plots.pareto_figure(points, papers if show_papers else None, colours, include_at_chance)
+        st.plotly_chart(fig, key=_key("pareto", suite, model, profile, task, metric, setting, shots))
 
 
 def table(data: Snapshot, failed: int) -> None:
@@ -63,7 +75,11 @@ def table(data: Snapshot, failed: int) -> None:
     if rows.empty:
         st.info(NO_MATCH)
         return
-    st.caption("One row per run: its headline score with the 95% bootstrap CI. Click a column header to sort.")
+    st.caption(
+        "One row per configuration: its headline score with the 95% bootstrap CI (mean over seeds, with sd when there "
+        "are several), %Base with the paired CI, chance-adjusted %Base, McNemar's p and the flip rate against the "
+        "baseline. Click a column header to sort."
+    )
     for suite, part in rows.groupby("suite", sort=False):
         st.subheader(suite)
         st.dataframe(part.drop(columns="suite"), hide_index=True, column_config=TABLE_FORMATS, key=_key("table", suite))
@@ -74,13 +90,14 @@ def table(data: Snapshot, failed: int) -> None:
 
 def languages(data: Snapshot) -> None:
     shown = 0
-    for (suite, model, profile, task, metric), part in data.scores.groupby(frames.GROUP, sort=False):
+    scores = data.scores.assign(setting=data.scores.setting.fillna(""))
+    for (suite, model, profile, task, metric, setting), part in scores.groupby(frames.GROUP, sort=False):
         if part.language[part.language.ne("avg")].nunique() < 2:
             continue
         shown += 1
         st.subheader(f"{suite} · {model} · {profile} profile: %Base of {metric} per language")
         fig = plots.language_heatmap(frames.language_matrix(part))
-        st.plotly_chart(fig, key=_key("languages", suite, model, profile, task, metric))
+        st.plotly_chart(fig, key=_key("languages", suite, model, profile, task, metric, setting))
     if not shown:
         st.info("No multilingual suite among the filtered runs (xnli scores 15 languages).")
 

@@ -38,17 +38,27 @@ def adapter_colours(names) -> dict[str, str]:
     return {"none": BASELINE_COLOUR, **{a: palette[i % len(palette)] for i, a in enumerate(others)}}
 
 
+AT_CHANCE_SYMBOL = "x-thin-open"  # a measured point whose baseline is not significantly above chance
+
+
 def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter:
+    """One adapter's points (means over seeds, whisker: sd of %Base); a point whose baseline is at
+    chance is drawn as an x and says so in its hover."""
+    flagged = rows.at_chance.astype(bool)
     custom = list(zip(
         rows.config.map(config_label), rows.value, rows.ci_low, rows.ci_high, rows.storage_bytes / 1e6, rows.run_id,
+        rows.chance_adjusted_pct_base.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"), rows.setting.fillna("-"),
+        rows.seeds, flagged.map({True: "<br><b>baseline not above chance: %Base is not meaningful</b>", False: ""}),
     ))
     return go.Scatter(
         x=rows.emb_param_fraction, y=rows.pct_base, mode="markers", name=adapter, customdata=custom,
-        marker=dict(color=colour, size=12, line=dict(color="white", width=1)),
+        error_y=dict(type="data", array=rows.pct_base_sd.fillna(0), visible=bool((rows.seeds > 1).any())),
+        marker=dict(color=colour, size=12, symbol=["x-thin-open" if f else "circle" for f in flagged], line=dict(color=colour, width=2)),
         hovertemplate=(
             f"<b>{adapter}</b> %{{customdata[0]}}<br>score %{{customdata[1]:.4f}} "
-            "[%{customdata[2]:.4f}, %{customdata[3]:.4f}] (95% CI)<br>%Base %{y:.1f}<br>"
-            "embedding params kept %{x:.3%}<br>storage %{customdata[4]:.1f} MB<br>%{customdata[5]}<extra></extra>"
+            "[%{customdata[2]:.4f}, %{customdata[3]:.4f}] (95% CI)<br>%Base %{y:.1f}, chance-adjusted %{customdata[6]}<br>"
+            "setting %{customdata[7]}, seeds %{customdata[8]}<br>"
+            "embedding params kept %{x:.3%}<br>storage %{customdata[4]:.1f} MB<br>%{customdata[5]}%{customdata[9]}<extra></extra>"
         ),
     )
 
@@ -56,7 +66,7 @@ def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter
 def _paper_trace(papers: pd.DataFrame, colours: dict[str, str]) -> go.Scatter:
     """Hollow markers in the colour of the paper's method, labelled paper and base model."""
     labels = [f"{p} paper · {m}" for p, m in zip(papers.paper, papers.base_model.fillna("?"))]
-    custom = list(zip(papers.method, papers.config.fillna("-"), papers.setting.fillna("-"), papers.table, papers.value))
+    custom = list(zip(papers.method, papers.config.fillna("-"), papers.paper_setting.fillna("-"), papers.table, papers.value))
     return go.Scatter(
         x=papers.emb_param_fraction, y=papers.pct_base, mode="markers+text", name=PAPERS_NAME, text=labels,
         textposition=label_positions(np.log10(papers.emb_param_fraction.to_numpy()), papers.pct_base.to_numpy()),
@@ -77,11 +87,14 @@ def log_ticks(low: float, high: float) -> list[float]:
     return [m * 10.0**e for e in decades for m in (1, 2, 5) if low <= m * 10.0**e <= high]
 
 
-def pareto_figure(points: pd.DataFrame, papers: pd.DataFrame | None, colours: dict[str, str]) -> go.Figure:
+def pareto_figure(
+    points: pd.DataFrame, papers: pd.DataFrame | None, colours: dict[str, str], include_at_chance: bool = False,
+) -> go.Figure:
     """%Base against the fraction of embedding parameters kept (log x), one trace per adapter,
-    the frontier of the measured points, and the papers' points as hollow markers."""
+    the frontier of the measured points (without those whose baseline is at chance unless asked),
+    and the papers' points as hollow markers."""
     fig = go.Figure()
-    frontier = pareto_frontier(points)
+    frontier = pareto_frontier(points, include_at_chance)
     fig.add_trace(go.Scatter(
         x=frontier.emb_param_fraction, y=frontier.pct_base, mode="lines", name=FRONTIER_NAME,
         line=dict(color="#999999", dash="dash", shape="hv"), hoverinfo="skip",

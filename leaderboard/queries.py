@@ -18,7 +18,7 @@ _WHERE = "list_contains(?, model) AND list_contains(?, suite) AND list_contains(
 
 
 PAPER_COLUMNS = (
-    "paper", "table", "method", "base_model", "config", "suite", "task", "setting", "metric", "value",
+    "paper", "table", "method", "base_model", "config", "suite", "task", "setting", "paper_setting", "metric", "value",
     "pct_base", "emb_param_fraction", "notes",
 )
 _PAPER_SELECT = ", ".join(f'"{c}"' for c in PAPER_COLUMNS)  # quoted: "table" is a keyword
@@ -65,10 +65,11 @@ def overview(store: Store) -> Overview:
 
 
 def scores(store: Store, f: Filters) -> pd.DataFrame:
-    """Finished runs' scores (the ``results`` view), every language."""
+    """Finished runs' scores (the ``results`` view) with their comparison to the baseline, every language."""
     return store.query(
-        "SELECT run_id, model, adapter, config, suite, profile, seed, task, language, metric, shots, value, ci_low, "
-        f"ci_high, pct_base, emb_param_fraction, storage_bytes, baseline_run_id, finished_at FROM results WHERE {_WHERE} "
+        "SELECT run_id, model, adapter, config, suite, profile, seed, variant, task, language, metric, setting, shots, value, "
+        "ci_low, ci_high, chance, pct_base, pct_base_ci_low, pct_base_ci_high, chance_adjusted_pct_base, p_value, flip_rate, "
+        f"baseline_above_chance, emb_param_fraction, storage_bytes, baseline_run_id, finished_at FROM results WHERE {_WHERE} "
         "ORDER BY suite, model, profile, finished_at, run_id, task, language, metric",
         f.params(),
     )

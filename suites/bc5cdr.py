@@ -44,12 +44,12 @@ class BC5CDR(TaggingSuite):
     config_class = Bc5cdrConfig
     budgets = BUDGETS
 
-    def sources(self, config: Bc5cdrConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: Bc5cdrConfig, budget: FinetuneBudget) -> tuple[DataSource, ...]:
         return (DataSource(("bc5cdr/train.tsv",)), DataSource((f"bc5cdr/{config.split}.tsv",)))
 
-    def prepare(self, data_dir: Path | None, config: Bc5cdrConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: Bc5cdrConfig, budget: FinetuneBudget) -> SuiteData:
         splits, files = {}, {}
-        for src, split in zip(self.sources(config), ("train", config.split)):
+        for src, split in zip(self.sources(config, budget), ("train", config.split)):
             splits[split], provenance = local_or_hub(data_dir, src, lambda paths: read_bio(paths[0], LABELS))
             files.update(provenance)
         return SuiteData(splits, files)

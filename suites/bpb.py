@@ -12,7 +12,17 @@ split=test`` or ``valid``; the tokenized release, detokenized with lm-eval's Wik
 scores only your file (documents separated by blank lines, or JSONL with ``text``).
 
 No training: for a compressed model this is the post-hoc cost of the compression (for ASG, the
-product quantization of the tied input/output table without fine-tuning).
+product quantization of the tied input/output table without fine-tuning); the scores' setting is
+``post-hoc`` (paper 003's ``pretraining`` numbers are another setting). Per-item outputs: each
+document's NLL in bits (values) and UTF-8 bytes (weights), keyed by its article index (WikiText-2) or
+its line in ``c4_sample.jsonl`` (800-999).
+
+Method runs also report ``kl_from_base``: the mean per-token KL(base || method) of the next-token
+distributions on the same documents (nats per token; :func:`harness.measure.divergence.window_kl`),
+with the unchanged model as ``ctx.reference`` (the suite sets ``wants_reference``). Its windows are
+lm-eval's rolling windows (``max_length`` tokens predicted per window, each window starting from the
+token before it; the first from the prefix token), so KL and BPB describe the same predictions. It is
+left out when the adapter changed the tokenizer (two vocabularies: KL is undefined).
 
 One choice differs from lm-eval's ``wikitext`` task: bytes are counted on the scored
 (detokenized) text, not on the original page, so numerator and denominator describe the same text.
@@ -20,6 +30,7 @@ One choice differs from lm-eval's ``wikitext`` task: bytes are counted on the sc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -29,12 +40,13 @@ from harness.suites import texts
 from harness.suites.lm_eval_client import render_tasks, run_tasks, write_jsonl
 
 from harness.budgets import Budgets
-from harness.measure.metrics import bits_per_byte, bootstrap_ratio_ci
-from harness.results.records import ItemOutputs, Score
+from harness.results.records import ItemOutputs
+from harness.sources import corpora
 from harness.sources.data import DataSource
-from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
 
 TASK = "harness_rolling_text"
+SETTING = "post-hoc"
 
 
 @dataclass(frozen=True)
@@ -65,13 +77,14 @@ class BitsPerByte(Suite):
     default_model = "smollm2"
     config_class = BpbConfig
     budgets = BUDGETS
+    wants_reference = True
 
-    def sources(self, config: BpbConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: BpbConfig, budget: BpbBudget) -> tuple[DataSource, ...]:
         if config.corpus:
             return (texts.user_source(config.corpus),)
         return (texts.WIKITEXT[config.split], texts.C4)
 
-    def prepare(self, data_dir: Path | None, config: BpbConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: BpbConfig, budget: BpbBudget) -> SuiteData:
         if config.corpus:
             docs, files = texts.user_corpus(config.corpus, data_dir)
             return SuiteData({Path(config.corpus).stem: docs}, files)
@@ -82,20 +95,29 @@ class BitsPerByte(Suite):
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         budget = ctx.budget
         split = "all" if ctx.config.corpus else ctx.config.split
+        reference = ctx.reference if ctx.reference is not None and _same_vocabulary(tokenizer, ctx.reference_tokenizer) else None
         scores, items, details = [], [], {"max_length": budget.max_length}
         for name, docs in data.splits.items():
             chosen, ids = texts.sample(docs, budget.documents, budget.max_bytes, np.random.default_rng(ctx.seed))
             nll, n_bytes = self._rolling(model, tokenizer, name, chosen, ctx)
-            value = bits_per_byte(float(nll.sum()), int(n_bytes.sum()))
-            low, high = (bits_per_byte(v, 1) for v in bootstrap_ratio_ci(nll, n_bytes, np.random.default_rng(ctx.seed)))
             part = split if name == "wikitext2" else ("heldout" if name == "c4" else "all")
-            scores.append(Score(name, "en" if name in ("wikitext2", "c4") else "-", part, "bits_per_byte", value, low, high, n=len(chosen), higher_is_better=False))
-            keys = tuple(str(i) for i in ids)
-            items += [ItemOutputs(name, scores[-1].language, part, "nll", keys, tuple(nll)), ItemOutputs(name, scores[-1].language, part, "bytes", keys, tuple(n_bytes))]
+            language = "en" if name in ("wikitext2", "c4") else "-"
+            keys = tuple(str(i + (corpora.C4_FIT_DOCUMENTS if name == "c4" else 0)) for i in ids)
+            bits = ItemOutputs(name, language, part, "bits_per_byte", keys, tuple(nll / math.log(2)), weights=tuple(n_bytes))
+            scores.append(score_items([bits], np.random.default_rng(ctx.seed), higher_is_better=False, setting=SETTING))
+            items.append(bits)
             details[name] = {
                 "documents": len(chosen), "bytes": int(n_bytes.sum()), "total_nll_nats": float(nll.sum()),
                 "tokens": sum(len(tokenizer(t)["input_ids"]) for t in chosen), "unk": sum(t.count(texts.UNK) for t in chosen),
             }
+            if name == "c4":
+                details[name]["c4_sample.jsonl"] = texts.c4_ranges(len(docs))
+            if reference is not None:
+                kl = self._divergence(reference, model, tokenizer, chosen, budget.max_length, ctx)
+                items.append(ItemOutputs(name, language, part, "kl_from_base", keys, tuple(kl[:, 0]), weights=tuple(kl[:, 1])))
+                scores.append(score_items([items[-1]], np.random.default_rng(ctx.seed), higher_is_better=False, setting=SETTING))
+        if ctx.reference is not None and reference is None:
+            details["kl_from_base"] = "not computed: the adapter changed the tokenizer (KL over two vocabularies is undefined)"
         return SuiteResult(scores, details, items)
 
     @staticmethod
@@ -107,3 +129,22 @@ class BitsPerByte(Suite):
         out = run_tasks(model, tokenizer, [TASK], include, ("bits_per_byte",), ctx, batch_size=1, max_length=ctx.budget.max_length)
         per_doc = out[TASK].values["bits_per_byte"]
         return -per_doc[:, 0], per_doc[:, 1]
+
+    @staticmethod
+    def _divergence(reference: Any, model: Any, tokenizer: Any, docs: list[str], max_length: int, ctx: SuiteContext) -> np.ndarray:
+        """Per document: summed KL(base || method) over its predicted tokens, and their number."""
+        from harness.measure.divergence import rolling_kl
+
+        prefix = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id  # lm-eval's prefix token
+        reference.eval().to(ctx.device)
+        model.eval().to(ctx.device)
+        out = []
+        for done, text in enumerate(docs):
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            out.append(rolling_kl(reference, model, ids, prefix, max_length, ctx.device))
+            ctx.progress("KL from the unchanged model", done + 1, len(docs))
+        return np.asarray(out, dtype=np.float64)
+
+
+def _same_vocabulary(tokenizer: Any, reference_tokenizer: Any) -> bool:
+    return tokenizer is reference_tokenizer or tokenizer.get_vocab() == reference_tokenizer.get_vocab()

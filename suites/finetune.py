@@ -9,6 +9,7 @@ all train through the same Trainer set-up, so a recipe change lands in one place
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -25,6 +26,7 @@ from transformers import (
 )
 
 from harness.adapter import ProgressFn
+from harness.errors import TrainingError
 from harness.suite import SuiteContext
 
 Features = list[dict[str, Any]]
@@ -65,21 +67,28 @@ def tagging_features(
     """Features of pre-split sentences for token tagging, and each word's first sub-token position.
 
     First-sub-token alignment (BERT, Devlin et al. 2019, Section 5.3): a word's label sits on its
-    first sub-token; its other sub-tokens and the special tokens get ``IGNORED``. Without ``tags``
+    first sub-token; its other sub-tokens and the special tokens get ``IGNORED``. A SentencePiece
+    word-start piece standing alone (XLM-R / me5 split a Chinese character into ``▁`` + the
+    character) carries none of the word's text and is the same for every such word, so the next
+    sub-token takes the label instead. Without ``tags``
     (evaluation) the features carry no labels. The positions (one per word; -1 for a word cut off
     by ``max_length`` or one the tokenizer turns into no sub-token) say where to read each word's
     prediction.
     """
     enc = tokenizer([list(w) for w in words], is_split_into_words=True, truncation=True, max_length=max_length)
     keys = list(enc.keys())
+    blank = _blank_pieces(tokenizer)
     features, firsts = [], []
     for i, sentence in enumerate(words):
         first = np.full(len(sentence), -1)
-        previous = None
-        for position, word in enumerate(enc.word_ids(i)):
-            if word is not None and word != previous:
+        ids, word_ids = enc["input_ids"][i], enc.word_ids(i)
+        for position, word in enumerate(word_ids):
+            if word is None:
+                continue
+            if first[word] < 0:
                 first[word] = position
-            previous = word
+            elif first[word] == position - 1 and ids[position - 1] in blank:
+                first[word] = position
         feature = {k: enc[k][i] for k in keys}
         if tags is not None:
             labels = np.full(len(feature["input_ids"]), IGNORED)
@@ -91,12 +100,23 @@ def tagging_features(
     return features, firsts
 
 
+def _blank_pieces(tokenizer: Any) -> frozenset[int]:
+    """Ids of sub-tokens that are a word-start marker alone (SentencePiece's ``▁``), if any."""
+    return frozenset(i for i in tokenizer.convert_tokens_to_ids(["\u2581"]) if i != tokenizer.unk_token_id and i is not None)
+
+
 class _TrainProgress(TrainerCallback):
+    """Reports steps (``fine-tuning``) and finished epochs (``epoch``)."""
+
     def __init__(self, progress: ProgressFn):
-        self.progress = progress
+        self.progress, self.epochs_done = progress, 0
 
     def on_step_end(self, args, state, control, **kwargs):
         self.progress("fine-tuning", state.global_step, state.max_steps)
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self.epochs_done += 1
+        self.progress("epoch", self.epochs_done, math.ceil(args.num_train_epochs))
 
 
 def finetune(model: nn.Module, train: Features, collator: Collator, budget: FinetuneBudget, ctx: SuiteContext) -> nn.Module:
@@ -117,10 +137,16 @@ def finetune(model: nn.Module, train: Features, collator: Collator, budget: Fine
         use_cpu=ctx.device == "cpu",
         dataloader_num_workers=0,
         remove_unused_columns=False,  # features carry exactly what the model takes
+        logging_nan_inf_filter=False,  # a NaN step must reach the mean training loss checked below
     )
     trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator, callbacks=[_TrainProgress(ctx.progress)])
     trainer.remove_callback(PrinterCallback)  # our progress display replaces its metric prints
-    trainer.train()
+    loss = trainer.train().training_loss
+    if not np.isfinite(loss):
+        raise TrainingError(
+            f"fine-tuning diverged: the mean training loss is {loss} after {trainer.state.global_step} steps; "
+            "the model's or the adapter's weights hold NaN/inf, or the learning rate is too high"
+        )
     return trainer.model
 
 

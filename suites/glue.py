@@ -257,10 +257,10 @@ class Glue(Suite):
     def tasks(self, config: GlueConfig) -> tuple[Task, ...]:
         return tuple(Task(name, TASKS[name].head) for name in parse_tasks(config.tasks))
 
-    def sources(self, config: GlueConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: GlueConfig, budget: FinetuneBudget) -> tuple[DataSource, ...]:
         return tuple(TASKS[name].source for name in parse_tasks(config.tasks))
 
-    def prepare(self, data_dir: Path | None, config: GlueConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: GlueConfig, budget: FinetuneBudget) -> SuiteData:
         splits, files = {}, {}
         for name in parse_tasks(config.tasks):
             task = TASKS[name]

@@ -144,12 +144,12 @@ class LmEval(Suite):
     config_class = LmEvalConfig
     budgets = BUDGETS
 
-    def sources(self, config: LmEvalConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: LmEvalConfig, budget: LmEvalBudget) -> tuple[DataSource, ...]:
         tasks = config.selected_tasks()
         fixed = [s for name, s in (("xnli", xnli.SOURCES["test"]), ("sst2", SST2)) if name in tasks]
         return (*fixed, *(lm_eval_data.TASKS[t].source for t in config.paper_tasks()))
 
-    def prepare(self, data_dir: Path | None, config: LmEvalConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: LmEvalConfig, budget: LmEvalBudget) -> SuiteData:
         splits: dict[str, Any] = {}
         files: dict[str, str] = {}
         tasks = config.selected_tasks()
@@ -233,7 +233,7 @@ def _scores(config: LmEvalConfig, out: dict[str, TaskOutput], written: _Written,
 def _score(task: str, language: str, split: str, metric: str, groups: list[np.ndarray], shots: int, chance: float | None, rng: np.random.Generator) -> Score:
     value = float(np.mean([g.mean() for g in groups]))
     low, high = bootstrap_ci(groups, rng)
-    return Score(task, language, split, metric, value, low, high, n=sum(len(g) for g in groups), chance=chance, shots=shots)
+    return Score(task, language, split, metric, value, low, high, n=sum(len(g) for g in groups), chance=chance, shots=shots, setting=f"{shots}-shot")
 
 
 def _details(data: SuiteData, config: LmEvalConfig, written: _Written, out: dict[str, TaskOutput]) -> dict[str, Any]:

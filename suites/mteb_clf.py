@@ -10,7 +10,9 @@ result cache would silently return an earlier model's scores.
 Data on hand: Banking77 train/test (77 intents); TweetEval sentiment has no train split here, so
 its validation split (2,000 tweets) is the training data and test is evaluated.
 CIs: bootstrap over test examples of the per-example correctness (averaged over experiments),
-read from MTEB's saved predictions.
+read from MTEB's saved predictions; these are also the per-item outputs (keyed by the text's row in
+the test file, with the predicted label when there is one experiment). Chance: the majority-class
+share of the scored test texts (TweetEval sentiment: about 48% neutral, far above a uniform 1/3).
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ from sklearn.exceptions import UndefinedMetricWarning
 
 from harness.budgets import Budgets
 from harness.errors import DataError
-from harness.measure.metrics import bootstrap_ci
-from harness.results.records import Score
+from harness.measure.metrics import majority_share
+from harness.results.records import ItemOutputs
 from harness.sources.data import DataSource, local_or_hub
-from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
 
 
 @dataclass(frozen=True)
@@ -144,10 +146,10 @@ class MtebClassification(Suite):
     budgets = BUDGETS
     tasks_by_name: ClassVar[dict[str, type[LocalClassification]]] = {"banking77": Banking77Local, "tweeteval_sentiment": TweetEvalSentimentLocal}
 
-    def sources(self, config: MtebClfConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: MtebClfConfig, budget: ClfBudget) -> tuple[DataSource, ...]:
         return (BANKING77, TWEETEVAL)
 
-    def prepare(self, data_dir: Path | None, config: MtebClfConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: MtebClfConfig, budget: ClfBudget) -> SuiteData:
         banking, b_files = local_or_hub(
             data_dir, BANKING77, read_banking77, lambda: _read_hub("mteb/banking77", None, {"train": "train", "test": "test"}),
         )
@@ -161,12 +163,14 @@ class MtebClassification(Suite):
         """Both tasks' training texts together (paper 004 built one dictionary from all MTEB training sets)."""
         return [t for name in self.tasks_by_name for t in data.splits[name]["train"].text]
 
-    def _task(self, name: str, splits: dict[str, Labeled], budget: ClfBudget, seed: int) -> LocalClassification:
-        test = splits["test"]
-        if budget.test_examples is not None and budget.test_examples < len(test.label):
-            test = test.take(np.sort(np.random.default_rng(seed).permutation(len(test.label))[: budget.test_examples]))
+    def _task(self, name: str, splits: dict[str, Labeled], budget: ClfBudget, seed: int) -> tuple[LocalClassification, np.ndarray]:
+        """The MTEB task over the budget's seeded test sample, and the sampled rows of the test file."""
+        rows = np.arange(len(splits["test"].label))
+        if budget.test_examples is not None and budget.test_examples < len(rows):
+            rows = np.sort(np.random.default_rng(seed).permutation(len(rows))[: budget.test_examples])
         per_label = budget.samples_per_label or int(np.bincount(splits["train"].label).max())
-        return self.tasks_by_name[name]({"train": splits["train"], "test": test}, per_label, budget.n_experiments, seed)
+        task = self.tasks_by_name[name]({"train": splits["train"], "test": splits["test"].take(rows)}, per_label, budget.n_experiments, seed)
+        return task, rows
 
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         import mteb
@@ -174,33 +178,37 @@ class MtebClassification(Suite):
         budget = ctx.budget
         meta = model_meta(ctx.model, ctx.config_hash, model, budget.max_length)
         encoder = CompressedEncoder(model, tokenizer, meta, ctx.device, budget.max_length)
-        tasks = {name: self._task(name, data.splits[name], budget, ctx.seed) for name in self.tasks_by_name}
+        sampled = {name: self._task(name, data.splits[name], budget, ctx.seed) for name in self.tasks_by_name}
+        tasks = {name: task for name, (task, _) in sampled.items()}
         predictions = ctx.workdir / "mteb_predictions"
         ctx.progress("mteb", 0, 1)
         with warnings.catch_warnings():  # tiny smoke samples leave some labels unpredicted
             warnings.simplefilter("ignore", UndefinedMetricWarning)
-            result = mteb.evaluate(
+            mteb.evaluate(
                 encoder, list(tasks.values()), cache=None, prediction_folder=predictions,
                 encode_kwargs={"batch_size": budget.batch_size}, show_progress_bar=False,
             )
         ctx.progress("mteb", 1, 1)
-        accuracy = {r.task_name: r.scores["test"][0]["accuracy"] for r in result.task_results}
         rng = np.random.default_rng(ctx.seed)
-        scores, details = [], {"n_experiments": budget.n_experiments}
-        for name, task in tasks.items():
-            correct = _correctness(task, predictions)
-            low, high = bootstrap_ci([correct], rng)
-            value = accuracy[task.metadata.name]
-            scores.append(Score(name, "en", "test", "accuracy", value, low, high, n=len(correct)))
-            details[name] = {"train_examples": len(task.splits["train"].label), "samples_per_label": task.samples_per_label, "test_examples": len(correct)}
-        return SuiteResult(scores, details)
+        scores, items, details = [], [], {"n_experiments": budget.n_experiments, "chance": "majority-class share of the scored test texts"}
+        for name, (task, rows) in sampled.items():
+            items.append(_items(name, task, rows, predictions))
+            scores.append(score_items([items[-1]], rng, chance=majority_share(task.splits["test"].label)))
+            details[name] = {"train_examples": len(task.splits["train"].label), "samples_per_label": task.samples_per_label, "test_examples": len(rows)}
+        return SuiteResult(scores, details, items)
 
 
-def _correctness(task: LocalClassification, folder: Path) -> np.ndarray:
-    """Per test example: share of MTEB's experiments that predicted its label."""
+def _items(name: str, task: LocalClassification, rows: np.ndarray, folder: Path) -> ItemOutputs:
+    """Per test text: the share of MTEB's experiments that predicted its label (0/1 with one
+    experiment, which then also gives the predicted label), from MTEB's saved predictions."""
     saved = json.loads((folder / task.prediction_file_name).read_text(encoding="utf-8"))
     runs = np.asarray(saved["default"]["test"])  # (n_experiments, n_test)
-    return (runs == task.splits["test"].label).mean(axis=0)
+    gold = task.splits["test"].label
+    predicted = tuple(str(p) for p in runs[0]) if len(runs) == 1 else ()
+    return ItemOutputs(
+        name, "en", "test", "accuracy", tuple(str(r) for r in rows), tuple((runs == gold).mean(axis=0)),
+        predicted, tuple(str(g) for g in gold) if predicted else (),
+    )
 
 
 def _read_hub(hub_id: str, config: str | None, splits: dict[str, str]) -> dict[str, Labeled]:

@@ -11,7 +11,8 @@ of its transformations).
 The unchanged model reads each form's own row (the reference); a Vocab Diet model reads the
 composed vector base + transformations for the forms it removed and decodes through its composed
 head, so %Base tells how much of the decoding survives the composition. Details record how many
-sampled forms the model composes (``composed``).
+sampled forms the model composes (``composed``). Per-item outputs: per form (keyed by its token)
+1.0 where its decoded word had the rate's outcome; no chance level is defined.
 
 No training. Data: ``unimorph/eng.tsv`` (lemma, form, features).
 """
@@ -26,11 +27,10 @@ from typing import Any
 import numpy as np
 
 from harness.budgets import Budgets
-from harness.measure.metrics import bootstrap_ci
-from harness.results.records import Score
+from harness.results.records import ItemOutputs
 from harness.sources.data import DataSource, local_or_hub
 from harness.sources.heads import Head
-from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
 from harness.vocab import decomposition, patchscopes
 
 UNIMORPH = DataSource(("unimorph/eng.tsv",))
@@ -55,10 +55,10 @@ class Patchscopes(Suite):
     config_class = PatchscopesConfig
     budgets = Budgets(smoke=PatchscopesBudget(24), quick=PatchscopesBudget(600), paper=PatchscopesBudget(None))
 
-    def sources(self, config: PatchscopesConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: PatchscopesConfig, budget: PatchscopesBudget) -> tuple[DataSource, ...]:
         return (UNIMORPH,)
 
-    def prepare(self, data_dir: Path | None, config: PatchscopesConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: PatchscopesConfig, budget: PatchscopesBudget) -> SuiteData:
         table, files = local_or_hub(data_dir, UNIMORPH, lambda paths: decomposition.read_unimorph(paths[0]), lambda: None)
         return SuiteData({"unimorph": table}, files)
 
@@ -74,17 +74,18 @@ class Patchscopes(Suite):
         siblings = _siblings(tokenizer, decomp, marker)
         texts = patchscopes.continuations(lambda x: model(input_ids=x.to(ctx.device)).logits.cpu(), tokenizer,
                                           patchscopes.prompts(tokenizer, ids))
-        groups: dict[str, list[str]] = defaultdict(list)
-        for i, text in zip(ids, texts):
+        groups: dict[str, list[tuple[str, str]]] = defaultdict(list)  # group -> (form token, outcome)
+        for i, text, token in zip(ids, texts, tokenizer.convert_ids_to_tokens(ids)):
             base, kinds = decomp.forms[i]
             result = patchscopes.outcome(patchscopes.first_word(text), words[i], siblings[base][base], siblings[base].values())
             for group in ["all"] + [decomp.transformations[k] for k in kinds]:
-                groups[group].append(result)
-        scores = [s for group, results in groups.items() for s in _rates(group, results, rng)]
+                groups[group].append((token, result))
+        items = [item for group, outcomes in groups.items() for item in _rates(group, outcomes)]
+        scores = [score_items([i], rng, higher_is_better=i.metric == "exact_rate") for i in items]
         composed = getattr(model.get_input_embeddings(), "composed", None)
         details = {"forms": len(ids), "composed": int(composed()[ids].sum()) if composed else 0,
                    "examples": [[words[i], t] for i, t in list(zip(ids, texts))[:20]]}
-        return SuiteResult(scores, details)
+        return SuiteResult(scores, details, items)
 
 
 def _siblings(tokenizer: Any, decomp: decomposition.Decomposition, marker: str) -> dict[int, dict[int, str]]:
@@ -96,11 +97,10 @@ def _siblings(tokenizer: Any, decomp: decomposition.Decomposition, marker: str) 
     return out
 
 
-def _rates(group: str, results: list[str], rng: np.random.Generator) -> list[Score]:
-    scores = []
-    for kind in patchscopes.OUTCOMES:
-        hits = np.array([r == kind for r in results], dtype=float)
-        low, high = bootstrap_ci([hits], rng)
-        scores.append(Score(group, "en", "-", f"{kind}_rate", float(hits.mean()), low, high, n=len(hits),
-                            higher_is_better=kind == "exact"))
-    return scores
+def _rates(group: str, outcomes: list[tuple[str, str]]) -> list[ItemOutputs]:
+    """Per form (keyed by its token): 1.0 where the decoded word had this outcome, one ItemOutputs per outcome."""
+    forms, results = tuple(f for f, _ in outcomes), tuple(r for _, r in outcomes)
+    return [
+        ItemOutputs(group, "en", "-", f"{kind}_rate", forms, tuple(float(r == kind) for r in results), predictions=results)
+        for kind in patchscopes.OUTCOMES
+    ]

@@ -83,13 +83,13 @@ class QuestionAnswering(Suite):
     config_class = QaConfig
     budgets = BUDGETS
 
-    def sources(self, config: QaConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: QaConfig, budget: QaBudget) -> tuple[DataSource, ...]:
         return (DataSource((config.train,)),) + tuple(DataSource((config.eval_file(lang),)) for lang in config.language_list)
 
-    def prepare(self, data_dir: Path | None, config: QaConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: QaConfig, budget: QaBudget) -> SuiteData:
         names = ("train", *config.language_list)
         splits, files = {}, {}
-        for name, src in zip(names, self.sources(config)):
+        for name, src in zip(names, self.sources(config, budget)):
             splits[name], provenance = local_or_hub(data_dir, src, lambda paths: squad.read_squad(paths[0]))
             files.update(provenance)
         return SuiteData(splits, files)

@@ -54,6 +54,12 @@ def c4_heldout(data_dir: Path | None) -> tuple[list[str], dict[str, str]]:
     return local_or_hub(data_dir, C4, lambda paths: corpora.c4_documents(paths[0])[corpora.C4_FIT_DOCUMENTS:], lambda: [])
 
 
+def c4_ranges(heldout: int) -> dict[str, str]:
+    """Both ranges of c4_sample.jsonl, as recorded with every run that scores the held-out part."""
+    fit = corpora.C4_FIT_DOCUMENTS
+    return {"scored": f"documents {fit}-{fit + heldout - 1}", "fit_text": f"documents 0-{fit - 1} (adapters' fit corpus c4_sample)"}
+
+
 def read_user_corpus(path: Path) -> list[str]:
     """Documents of a plain-text file (separated by blank lines) or of a JSON-lines file (``text``)."""
     if path.suffix == ".jsonl":

@@ -13,6 +13,9 @@ text (documents separated by blank lines, or JSONL with ``text``).
   runs, so their share is low by construction.
 * vocabulary size = ``len(tokenizer)``, added tokens included; lower is better (a smaller
   vocabulary frees embedding rows), so its %Base is base / method.
+
+Per-item outputs: each text's bytes over tokens (bytes per token) and whole-word tokens over tokens,
+keyed by the text's index (WikiText-2 article, C4 line, XNLI test row). No chance level applies.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ import numpy as np
 from harness.suites import texts, xnli
 
 from harness.budgets import Budgets
-from harness.measure.metrics import bootstrap_ratio_ci
-from harness.results.records import Score
+from harness.results.records import ItemOutputs, Score
+from harness.sources import corpora
 from harness.sources.data import DataSource
-from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
 
 _WORD = re.compile(r"\w+")
 
@@ -94,13 +97,13 @@ class TokenizerStats(Suite):
     config_class = TokenizerConfig
     budgets = BUDGETS
 
-    def sources(self, config: TokenizerConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: TokenizerConfig, budget: TextBudget) -> tuple[DataSource, ...]:
         if config.corpus:
             return (texts.user_source(config.corpus),)
         chosen = {"wikitext2": texts.WIKITEXT["test"], "c4": texts.C4, "xnli": xnli.SOURCES["test"]}
         return tuple(src for name, src in chosen.items() if config.texts in ("all", name))
 
-    def prepare(self, data_dir: Path | None, config: TokenizerConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: TokenizerConfig, budget: TextBudget) -> SuiteData:
         if config.corpus:
             docs, files = texts.user_corpus(config.corpus, data_dir)
             return SuiteData({Path(config.corpus).stem: docs}, files)
@@ -118,28 +121,27 @@ class TokenizerStats(Suite):
 
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         budget, rng = ctx.budget, np.random.default_rng(ctx.seed)
-        text_sets: dict[tuple[str, str], list[str]] = {}
+        text_sets: dict[tuple[str, str], tuple[list[str], list[str]]] = {}  # (task, language) -> (texts, ids)
         for name, docs in data.splits.items():
             if name == "xnli":
-                test, _ = xnli.parallel_subset(docs, budget.premises_per_language, rng)
+                test, positions = xnli.parallel_subset(docs, budget.premises_per_language, rng)
                 for lang in xnli.LANGUAGES:
                     rows = np.flatnonzero(test.language == lang)
-                    text_sets[("xnli", lang)] = list(dict.fromkeys(test.premise[i] for i in rows))  # unique, in order
+                    first: dict[str, str] = {}  # unique premises, in order, with the row where each first appears
+                    for i in rows:
+                        first.setdefault(test.premise[i], str(positions[i]))
+                    text_sets[("xnli", lang)] = (list(first), list(first.values()))
             else:
                 language = "en" if name in ("wikitext2", "c4") else "-"
-                text_sets[(name, language)] = texts.sample(docs, budget.documents, budget.max_bytes, rng)[0]
+                chosen, keep = texts.sample(docs, budget.documents, budget.max_bytes, rng)
+                offset = corpora.C4_FIT_DOCUMENTS if name == "c4" else 0
+                text_sets[(name, language)] = (chosen, [str(i + offset) for i in keep])
         scores = [Score("vocabulary", "all", "-", "vocab_size", float(len(tokenizer)), higher_is_better=False)]
-        for (name, lang), chosen in text_sets.items():
-            scores.extend(self._scores(name, lang, count(tokenizer, chosen), rng))
-        details = {f"{name}/{lang}": len(chosen) for (name, lang), chosen in text_sets.items()}
-        return SuiteResult(scores, {"texts": details})
-
-    @staticmethod
-    def _scores(task: str, lang: str, c: TextCounts, rng: np.random.Generator) -> list[Score]:
-        n = len(c.bytes)
-        low, high = bootstrap_ratio_ci(c.bytes, c.tokens, rng)
-        ww_low, ww_high = bootstrap_ratio_ci(c.whole_word_tokens, c.tokens, rng)
-        return [
-            Score(task, lang, "test", "bytes_per_token", float(c.bytes.sum() / c.tokens.sum()), low, high, n=n),
-            Score(task, lang, "test", "whole_word_share", float(c.whole_word_tokens.sum() / c.tokens.sum()), ww_low, ww_high, n=n),
-        ]
+        items = []
+        for (name, lang), (chosen, ids) in text_sets.items():
+            c = count(tokenizer, chosen)
+            for metric, values in (("bytes_per_token", c.bytes), ("whole_word_share", c.whole_word_tokens)):
+                items.append(ItemOutputs(name, lang, "test", metric, tuple(ids), tuple(map(float, values)), weights=tuple(map(float, c.tokens))))
+                scores.append(score_items([items[-1]], rng))
+        details = {f"{name}/{lang}": len(chosen) for (name, lang), (chosen, _) in text_sets.items()}
+        return SuiteResult(scores, {"texts": details}, items)

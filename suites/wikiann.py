@@ -51,13 +51,13 @@ class WikiANN(TaggingSuite):
     config_class = WikiannConfig
     budgets = BUDGETS
 
-    def sources(self, config: WikiannConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: WikiannConfig, budget: FinetuneBudget) -> tuple[DataSource, ...]:
         train = LANGUAGES if config.train == "all" else ("en",)
         return tuple(source(lang, "train") for lang in train) + tuple(source(lang, "dev") for lang in LANGUAGES)
 
-    def prepare(self, data_dir: Path | None, config: WikiannConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: WikiannConfig, budget: FinetuneBudget) -> SuiteData:
         splits, files = {}, {}
-        for src in self.sources(config):
+        for src in self.sources(config, budget):
             splits[src.files[0]], provenance = local_or_hub(data_dir, src, lambda paths: read_bio(paths[0], LABELS))
             files.update(provenance)
         return SuiteData(splits, files)

@@ -180,10 +180,10 @@ class WordSimilarity(Suite):
     config_class = WordSimConfig
     budgets = BUDGETS
 
-    def sources(self, config: WordSimConfig) -> tuple[DataSource, ...]:
+    def sources(self, config: WordSimConfig, budget: WordSimBudget) -> tuple[DataSource, ...]:
         return (DataSource(tuple(set_file(n) for n in config.set_names)), corpora.source(config.contexts))
 
-    def prepare(self, data_dir: Path | None, config: WordSimConfig) -> SuiteData:
+    def prepare(self, data_dir: Path | None, config: WordSimConfig, budget: WordSimBudget) -> SuiteData:
         names = config.set_names
         sets, files = local_or_hub(
             data_dir, DataSource(tuple(set_file(n) for n in names)), lambda paths: [read_pairs(p) for p in paths], lambda: None,

@@ -98,3 +98,24 @@ def leaderboard_db(smoke_db, tmp_path_factory) -> Path:
     result = CliRunner().invoke(app, ["reference", "load", "--db", str(db)])
     assert result.exit_code == 0, result.output
     return db
+
+
+def assert_items_reproduce_scores(scores, items, without=(), every=True) -> None:
+    """Every score (except metrics in ``without``; with ``every=False`` only those that have items
+    behind them) is ``sum(values) / sum(weights)`` of the per-item outputs behind it, macro-averaged
+    for ``avg``: what the paired statistics resample."""
+    import numpy as np
+
+    from harness.compare import items_behind
+    from harness.measure.metrics import macro_ratio
+
+    for s in scores:
+        if s.metric in without:
+            continue
+        behind = items_behind(s, items)
+        if not behind and not every:
+            continue
+        assert behind, f"no per-item outputs behind {s}"
+        groups = [(np.asarray(i.values), np.asarray(i.weights or np.ones(len(i.values)))) for i in behind]
+        assert macro_ratio(groups) == pytest.approx(s.value, rel=1e-9), s
+        assert sum(len(i.ids) for i in behind) == s.n and all(len(set(i.ids)) == len(i.ids) for i in behind)

@@ -58,7 +58,7 @@ def test_chance_levels():
 
 @pytest.fixture(scope="module")
 def glue_data(data_dir):
-    return glue.Glue().prepare(data_dir, glue.GlueConfig()).splits
+    return glue.Glue().prepare(data_dir, glue.GlueConfig(), glue.BUDGETS.smoke).splits
 
 
 def test_glue_files_as_staged(glue_data):

@@ -77,7 +77,7 @@ def test_bpb_equals_direct_nll_over_bytes_of_the_same_file(smollm2, data_dir, tm
     model, tokenizer = smollm2
     suite = BitsPerByte()
     ctx = SuiteContext("smoke", 0, "cpu", BpbConfig(), suite.budgets.smoke, tmp_path)
-    result = suite.score(suite.tasks(BpbConfig())[0], model, tokenizer, suite.prepare(data_dir, BpbConfig()), ctx)
+    result = suite.score(suite.tasks(BpbConfig())[0], model, tokenizer, suite.prepare(data_dir, BpbConfig(), suite.budgets.smoke), ctx)
     texts = [json.loads(line)["text"] for line in Path(tmp_path / "wikitext2" / "texts.jsonl").read_text().splitlines()]
     nll, n_bytes = 0.0, 0
     for text in texts:  # each smoke document fits one window: BOS (lm-eval's prefix token) + tokens

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.results.store import Store
 from harness.run import RunRequest, execute
+from tests.conftest import assert_items_reproduce_scores
 
 SMALL_ASG = ("k=64", "m=8", "niter=5")
 
@@ -41,6 +42,18 @@ def test_bpb_base_and_asg_with_inverted_pct_base_and_decode_efficiency(tmp_path)
     assert (prefill.batch, prefill.seq_len, decode.batch, decode.seq_len) == (1, 16, 1, 1)  # smoke shape
     assert decode.throughput == pytest.approx(1000 / decode.p50_ms) and decode.peak_mem_mb > 0
     assert asg.details["wikitext2"]["documents"] == asg.details["c4"]["documents"] == 3
+    assert asg.details["c4"]["c4_sample.jsonl"]["scored"] == "documents 800-999" and "unk" in asg.details["wikitext2"]
+    assert [s.metric for s in base.scores] == ["bits_per_byte"] * 2  # KL needs the unchanged model: method runs only
+    kl = {s.task: s for s in asg.scores if s.metric == "kl_from_base"}
+    assert set(kl) == {"wikitext2", "c4"} and all(0 < s.value and not s.higher_is_better for s in kl.values())
+    assert all(s.setting == "post-hoc" for s in asg.scores)
+    for record in (base, asg):
+        items = store.items(record.run_id)
+        assert_items_reproduce_scores(record.scores, items)
+        assert all(int(i) >= 800 for it in items if it.task == "c4" for i in it.ids)  # c4 ids: lines of c4_sample.jsonl
+    paired = {c.task: c for c in asg.comparisons if c.metric == "bits_per_byte"}
+    assert paired["wikitext2"].n_paired == 3 and paired["wikitext2"].pct_base_ci_low <= a.pct_base <= paired["wikitext2"].pct_base_ci_high
+    assert paired["wikitext2"].p_value is None and paired["wikitext2"].chance_adjusted_pct_base is None  # a ratio without chance
 
 
 def test_lm_eval_zero_shot_xnli_and_sst2(tmp_path):
@@ -51,6 +64,8 @@ def test_lm_eval_zero_shot_xnli_and_sst2(tmp_path):
     assert scores[("xnli", "en")].n == 3 and scores[("sst2", "en")].n == 4
     assert out.record.details["xnli_languages"] == ["en", "de"]
     assert {s.shots for s in scores.values()} == {0} and out.record.details["chance"] == {"xnli": 1 / 3, "sst2": 1 / 2}
+    assert_items_reproduce_scores(out.record.scores, out.record.items)
+    assert all(s.setting == "0-shot" for s in scores.values())
 
 
 def test_tokenizer_statistics_on_minilm(tmp_path):
@@ -60,6 +75,7 @@ def test_tokenizer_statistics_on_minilm(tmp_path):
     assert 3 < scores[("wikitext2", "en", "bytes_per_token")] < 6
     assert 0 < scores[("xnli", "en", "whole_word_share")] <= 1
     assert len([k for k in scores if k[0] == "xnli" and k[2] == "bytes_per_token"]) == 15
+    assert_items_reproduce_scores(out.record.scores, out.record.items, without=("vocab_size",))
 
 
 def test_mteb_classification_base_and_asg(tmp_path):
@@ -70,6 +86,10 @@ def test_mteb_classification_base_and_asg(tmp_path):
         assert 0 <= a.value <= 1 and a.ci_low <= a.value <= a.ci_high and a.n == 32
         assert a.pct_base == (None if b.value == 0 else pytest.approx(100 * a.value / b.value))
     assert asg.details["banking77"]["samples_per_label"] == 1 and asg.details["n_experiments"] == 2
+    for record in (base, asg):
+        assert_items_reproduce_scores(record.scores, record.items)
+        assert all(1 / 77 <= s.chance < 1 for s in record.scores)  # majority class of the 32 scored texts
+    assert [c.n_paired for c in asg.comparisons] == [32, 32] and all(c.p_value is None for c in asg.comparisons)  # 2 experiments: not 0/1
 
 
 @pytest.fixture(scope="module")

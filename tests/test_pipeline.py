@@ -45,7 +45,7 @@ def test_stage_decides_whether_the_adapter_sees_the_fine_tuned_model(recorder, t
     recorder.seen = []
     p = plan(RunRequest("xnli", "none", model="minilm", profile="smoke"))
     p = dataclasses.replace(p, adapter=recorder())
-    data = p.suite.prepare(p.data_dir, p.suite_config)
+    data = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget)
     produced = Pipeline(p, p.spec, p.adapter, tmp_path, lambda *a: None).run(data)
     (seen,) = recorder.seen
     torch.manual_seed(0)

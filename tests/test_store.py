@@ -100,6 +100,52 @@ def test_reading_a_missing_database_is_a_clear_error(tmp_path):
         Store(tmp_path / "absent.duckdb").load("x")
 
 
+def test_items_and_comparisons_round_trip(tmp_path):
+    from harness.results.records import Comparison, ItemOutputs
+
+    store = Store(tmp_path / "r.duckdb")
+    rec = _record("a")
+    store.start(rec)
+    items = [
+        ItemOutputs("xnli", "en", "test", "accuracy", ("7", "3", "5"), (1.0, 0.0, 1.0), ("e", "n", "c"), ("e", "c", "c")),
+        ItemOutputs("wikitext2", "en", "test", "bits_per_byte", ("0", "4"), (812.5, 1020.0), weights=(900.0, 1100.0)),
+    ]
+    comparison = Comparison("xnli", "en", "test", "accuracy", "base", 3, 90.0, 110.0, 0.0, -0.1, 0.1, 100.0, 1.0, 0.0, 1.0, True)
+    done = dataclasses.replace(_finished(rec), items=items, comparisons=[comparison])
+    store.save(done)
+    assert store.items("a") == items  # order of items, predictions, gold and weights kept
+    assert store.load("a").comparisons == [comparison]
+    row = store.query("SELECT pct_base_ci_low, chance_adjusted_pct_base, p_value, flip_rate, baseline_above_chance, variant FROM results").iloc[0]
+    assert (row.pct_base_ci_low, row.chance_adjusted_pct_base, row.p_value, row.flip_rate, row.baseline_above_chance) == (90.0, 100.0, 1.0, 0.0, True)
+    assert row.variant == rec.spec.variant == dataclasses.replace(rec.spec, seed=5).variant != dataclasses.replace(rec.spec, profile="quick").variant
+
+
+def test_a_schema_v2_database_is_upgraded_by_a_writer_and_refused_by_a_reader(tmp_path):
+    import duckdb
+
+    from harness.errors import StoreError
+
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as con:  # the v2 tables that gained columns in v3
+        con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR); INSERT INTO meta VALUES ('schema_version', '2')")
+        con.execute(
+            "CREATE TABLE scores (run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, "
+            "value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE, chance DOUBLE)"
+        )
+        con.execute(
+            "CREATE TABLE items (run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, "
+            "item VARCHAR, value DOUBLE, prediction VARCHAR, gold VARCHAR)"
+        )
+    store = Store(path)
+    with pytest.raises(StoreError, match=r"schema v2 .*harness reference load --db"):
+        store.query("SELECT * FROM scores")
+    rec = _record("a")
+    store.start(rec)  # a writer upgrades in place
+    store.save(dataclasses.replace(_finished(rec), scores=[Score("xnli", "en", "test", "accuracy", 0.5, setting="zero-shot")]))
+    assert store.load("a").scores[0].setting == "zero-shot"
+    assert store.query("SELECT value FROM meta").value.tolist() == ["3"]
+
+
 def test_shots_round_trip_and_are_added_to_an_older_database(tmp_path):
     import duckdb
 

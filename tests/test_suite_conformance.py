@@ -1,6 +1,6 @@
 """Every registered suite runs its smoke profile end to end on the smallest model it supports, and
 its result keeps the contract: declared data sources cover what it read, CIs bracket their values,
-the baseline's %Base is 100, per-item outputs are aligned, efficiency is recorded."""
+the baseline's %Base is 100, per-item outputs are aligned and reproduce the scores, efficiency is recorded."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from harness.registry import SUITES
 from harness.results.store import Store
 from harness.run import RunRequest, execute
+from tests.conftest import assert_items_reproduce_scores
 
 SMALLEST = {"encoder": "minilm", "decoder": "smollm2"}
 
@@ -37,5 +38,9 @@ def test_suite_smoke_run_keeps_the_contract(name, tmp_path):
     for it in rec.items:
         assert len(it.ids) == len(it.values) == len(set(it.ids)) > 0, (it.task, it.language)
         assert not it.predictions or len(it.predictions) == len(it.ids)
+        assert not it.weights or len(it.weights) == len(it.ids)
+    # a score with items behind it is sum(values) / sum(weights) of them (what the paired statistics resample)
+    assert_items_reproduce_scores(rec.scores, rec.items, every=False)
+    assert {c.key() for c in rec.comparisons} == {(s.task, s.language, s.split, s.metric) for s in rec.scores}
     assert rec.efficiency and all(e.p50_ms > 0 and e.peak_mem_mb > 0 for e in rec.efficiency)
     assert rec.compression.emb_param_fraction == 1.0 and rec.fit is not None

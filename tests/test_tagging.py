@@ -67,6 +67,19 @@ def test_labels_sit_on_each_words_first_sub_token(minilm_ref):
     assert "labels" not in cut[0] and cut_first[-1] == -1  # a word past max_length has no position
 
 
+def test_a_lone_sentencepiece_word_start_does_not_take_the_label():
+    """me5's tokenizer splits a Chinese character into "▁" + the character: the label goes on the character."""
+    from transformers import AutoTokenizer
+
+    from harness.sources import models
+
+    tokenizer = AutoTokenizer.from_pretrained(models.resolve("me5-small").location)
+    features, (first,) = tagging_features(tokenizer, [("北", "京", "Paris")], [[5, 6, 1]], max_length=32)
+    pieces = tokenizer.convert_ids_to_tokens(features[0]["input_ids"])
+    assert [pieces[p] for p in first] == ["北", "京", "▁Paris"]
+    assert [label for label in features[0]["labels"] if label != IGNORED] == [5, 6, 1]
+
+
 def test_malformed_bio_line_names_file_and_line(tmp_path):
     path = tmp_path / "train.tsv"
     path.write_text("EU\tB-ORG\nrejects\tO\n\nGerman B-MISC\n", encoding="utf-8")

@@ -53,3 +53,34 @@ def test_malformed_row_is_reported_with_line(tmp_path):
     bad.write_text("language\tgold_label\tsentence1\tsentence2\nen\tentailment\ta\tb\nen\tmaybe\ta\tb\n")
     with pytest.raises(DataError, match=r"xnli.dev.tsv:3: malformed row"):
         xnli.load("dev", tmp_path)
+
+
+def test_mnli_release_lines_are_read_and_unlabelled_pairs_dropped(tmp_path):
+    path = tmp_path / "multinli_1.0_train.jsonl"
+    rows = [("neutral", "a", "b"), ("-", "c", "d"), ("contradiction", "e", "f")]
+    path.write_text("".join(f'{{"gold_label": "{g}", "sentence1": "{s1}", "sentence2": "{s2}", "genre": "x"}}\n' for g, s1, s2 in rows))
+    pairs = xnli.read_mnli(path)
+    assert pairs.premise == ["a", "e"] and pairs.label.tolist() == [1, 2] and set(pairs.language) == {"en"}
+    path.write_text('{"gold_label": "neutral"}\n')
+    with pytest.raises(DataError, match=r"multinli_1.0_train.jsonl:1: not a MultiNLI JSON line"):
+        xnli.read_mnli(path)
+
+
+def test_paper_profile_trains_on_mnli_or_refuses(tmp_path):
+    """Offline without MNLI the paper profile exits 2 naming the file and where to put it; it never
+    falls back to the 2,490 dev pairs. train=dev-all is not the paper's recipe either."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    (tmp_path / "xnli").mkdir()
+    for split in ("dev", "test"):
+        (tmp_path / "xnli" / f"xnli.{split}.tsv").write_text("language\tgold_label\tsentence1\tsentence2\n")
+    run = ["run", "--suite", "xnli", "--model", "minilm", "--profile", "paper", "--data-dir", str(tmp_path), "--db", str(tmp_path / "r.duckdb")]
+    result = CliRunner().invoke(app, run)
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert f"under {tmp_path}: expected multinli/multinli_1.0_train.jsonl" in result.stderr
+    assert "multinli_1.0.zip" in result.stderr and "nyu-mll/multi_nli" in result.stderr
+    result = CliRunner().invoke(app, [*run, "--set", "train=dev-all"])
+    assert result.exit_code == 2 and "not the paper's recipe" in result.stderr and "--profile quick" in result.stderr
+    assert xnli.BUDGETS.quick.train_data == "xnli-dev" and xnli.BUDGETS.paper.train_data == "mnli"

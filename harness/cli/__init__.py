@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from harness.cli import bench, leaderboard, listing, reference, results, run
+from harness.cli import bench, leaderboard, listing, reference, results, run, sweep
 
 app = typer.Typer(
     name="harness",
@@ -16,6 +16,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("run")(run.run)
+app.command("sweep")(sweep.sweep)
 app.command("results")(results.results)
 app.add_typer(listing.list_app, name="list")
 app.command("show")(listing.show)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import contextmanager
 from typing import Annotated, Iterator, Optional
@@ -18,7 +19,7 @@ from rich.progress import (
 
 from harness.errors import HarnessError
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 200)  # logs and pipes keep whole table rows
 err_console = Console(stderr=True)
 
 DbOption = Annotated[Optional[str], typer.Option("--db", help="Results database (default: $HARNESS_DB or ./results.duckdb).")]
@@ -26,12 +27,16 @@ DbOption = Annotated[Optional[str], typer.Option("--db", help="Results database 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn a HarnessError into one line on stderr and exit code 2 (no traceback)."""
+    """Turn a HarnessError into one line on stderr and exit code 2 (no traceback); Ctrl-C into one
+    line and exit code 130 (the run in progress is already recorded as failed)."""
     try:
         yield
     except HarnessError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=2) from None
+    except KeyboardInterrupt:
+        typer.echo("error: interrupted; the run in progress is recorded as failed, run the same command again to resume", err=True)
+        raise typer.Exit(code=130) from None
 
 
 class RichProgress:
@@ -78,3 +83,4 @@ class RichProgress:
     def __exit__(self, *exc) -> None:
         if self.tasks:
             self.progress.stop()
+

@@ -101,10 +101,27 @@ def show(
     console.print(f"{record.status}  started {record.started_at}  finished {record.finished_at}  wall {record.wall_s}s")
     if record.error:
         console.print(f"[red]error:[/red] {record.error}")
-    table = Table("task", "language", "metric", "value", "95% CI", "n", "%Base", title="scores")
+    table = Table(
+        "task", "language", "metric", "setting", "value", "95% CI", "n", "chance", "%Base", "%Base paired CI",
+        "chance-adj.", "p (McNemar)", "flips", "base above chance", title="scores, and against the baseline run",
+    )
+    compared = {c.key(): c for c in record.comparisons}
     for s in record.scores:
-        ci = "-" if s.ci_low is None else f"[{s.ci_low:.4f}, {s.ci_high:.4f}]"
-        table.add_row(s.task, s.language, s.metric, f"{s.value:.4f}", ci, str(s.n), "-" if s.pct_base is None else f"{s.pct_base:.1f}")
+        c = compared.get((s.task, s.language, s.split, s.metric))
+        table.add_row(
+            s.task, s.language, s.metric, s.setting or "-", f"{s.value:.4f}", _interval(s.ci_low, s.ci_high, 4), str(s.n),
+            _number(s.chance, 4), _number(s.pct_base, 1), _interval(c and c.pct_base_ci_low, c and c.pct_base_ci_high, 1),
+            _number(c and c.chance_adjusted_pct_base, 1), _number(c and c.p_value, 3), _number(c and c.flip_rate, 3),
+            "-" if c is None or c.baseline_above_chance is None else ("yes" if c.baseline_above_chance else "NO"),
+        )
     console.print(table)
     for e in record.efficiency:
         console.print(f"{e.phase}: batch {e.batch} x {e.seq_len}: p50 {e.p50_ms:.1f} ms, p95 {e.p95_ms:.1f} ms, {e.throughput:,.0f} tokens/s, peak {e.peak_mem_mb:.0f} MB")
+
+
+def _number(v: float | None, digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _interval(low: float | None, high: float | None, digits: int) -> str:
+    return "-" if low is None else f"[{low:.{digits}f}, {high:.{digits}f}]"

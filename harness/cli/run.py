@@ -8,6 +8,8 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import DbOption, RichProgress, console, err_console, user_errors
+from harness.errors import ConfigError
+from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
 from harness.results.store import Store
 
@@ -18,6 +20,7 @@ def run(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Packaged alias, local directory or hub id; default: the suite's.")] = None,
     profile: Annotated[str, typer.Option(help="smoke (tests), quick (2-core CPU), paper (the papers' recipe).")] = "quick",
     seed: Annotated[int, typer.Option(help="Seed for sampling, k-means and training.")] = 0,
+    seeds: Annotated[Optional[str], typer.Option("--seeds", help="Several seeds, comma-separated (e.g. 0,1,2): each runs with its own baseline; replaces --seed.")] = None,
     settings: Annotated[Optional[List[str]], typer.Option("--set", help="Adapter or suite setting key=value (repeatable), e.g. --set k=1024.")] = None,
     db: DbOption = None,
     data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="Dataset folder (default: $HARNESS_DATA_DIR).")] = None,
@@ -31,17 +34,49 @@ def run(
 
     hf_logging.set_verbosity_error()  # transformers' own progress bars and notices would interleave with ours
     hf_logging.disable_progress_bar()
-    request = RunRequest(suite, adapter, model, profile, seed, tuple(settings or ()), data_dir, device, force)
     store = Store(db)
+    runs = []
     with user_errors(), RichProgress() as progress:
-        outcomes = execute(request, store, progress)
-    console.print(_scores_table(outcomes))
-    console.print(_compression_table(outcomes))
-    console.print(_efficiency_table(outcomes))
-    for o in outcomes:
+        for s in parse_seeds(seeds) if seeds is not None else (seed,):
+            request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force)
+            runs.append(execute(request, store, progress))
+    for outcomes in runs:
+        console.print(_scores_table(outcomes))
+    console.print(_compression_table(runs[0]))
+    console.print(_efficiency_table(runs[0]))
+    if len(runs) > 1:
+        console.print(_seeds_table(runs))
+    for o in (o for outcomes in runs for o in outcomes):
         if not o.stored:
             err_console.print(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run")
     console.print(f"results in {store.path}")
+    for line in chance_warnings([outcomes[-1].record for outcomes in runs]):
+        err_console.print(line, highlight=False, markup=False)
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"0,1,2"`` -> ``(0, 1, 2)``; anything else is a ConfigError."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"--seeds {text!r} is not a comma-separated list of integers; write e.g. --seeds 0,1,2") from None
+    if not values or len(set(values)) != len(values):
+        raise ConfigError(f"--seeds {text!r} needs distinct integers, e.g. --seeds 0,1,2")
+    return values
+
+
+def chance_warnings(records: list[RunRecord]) -> list[str]:
+    """One warning line per run whose baseline is not significantly above chance on some scores."""
+    lines = []
+    for r in records:
+        flagged = [f"{c.task}/{c.language}" for c in r.comparisons if c.baseline_above_chance is False]
+        if flagged:
+            shown = ", ".join(flagged[:6]) + (f" and {len(flagged) - 6} more" if len(flagged) > 6 else "")
+            lines.append(
+                f"warning: seed {r.spec.seed}: the baseline is not significantly above chance (95% CI low <= chance) on "
+                f"{len(flagged)} of {len(r.comparisons)} scores ({shown}); %Base there is not meaningful, read chance-adj."
+            )
+    return lines
 
 
 # Metrics that are proportions, shown in percent; other metrics (bits per byte, bytes per token,
@@ -51,6 +86,7 @@ PERCENT_METRICS = frozenset({"accuracy", "acc", "acc_norm", "f1", "em", "precisi
 
 def _fmt(v: float | None, digits: int = 2, scale: float = 100.0) -> str:
     return "-" if v is None else f"{v * scale:.{digits}f}"
+
 
 
 def _value(v: float | None, metric: str) -> str:
@@ -68,15 +104,55 @@ def _scores_table(outcomes) -> Table:
     table.add_column("baseline [95% CI]", justify="right")
     if method is not base:
         table.add_column(f"{spec.adapter} [95% CI]", justify="right")
-        table.add_column("%Base", justify="right")
+        table.add_column("%Base [paired CI]", justify="right")
+        table.add_column("chance-adj. %Base", justify="right")
+        table.add_column("p (McNemar)", justify="right")
+    table.add_column("chance", justify="right")
     base_scores = {(s.task, s.language, s.metric): s for s in base.scores}
+    compared = {(c.task, c.language, c.metric): c for c in method.comparisons}
     for s in method.scores:
-        b = base_scores.get((s.task, s.language, s.metric))
+        b, c = base_scores.get((s.task, s.language, s.metric)), compared.get((s.task, s.language, s.metric))
         row = [f"{s.task} / {s.language}", s.metric, _with_ci(b)]
         if method is not base:
-            row += [_with_ci(s), _fmt(s.pct_base, 1, 1.0)]
-        table.add_row(*row, style="bold" if s.language == "avg" else None)
+            row += [_with_ci(s), _pct_base(s.pct_base, c), _fmt(c and c.chance_adjusted_pct_base, 1, 1.0), _fmt(c and c.p_value, 3, 1.0)]
+        flag = " (base at chance)" if c is not None and c.baseline_above_chance is False else ""
+        table.add_row(*row, _value(s.chance, s.metric) + flag, style="bold" if s.language == "avg" else None)
     return table
+
+
+def _pct_base(value: float | None, c) -> str:
+    if c is None or c.pct_base_ci_low is None:
+        return _fmt(value, 1, 1.0)
+    return f"{_fmt(value, 1, 1.0)} [{_fmt(c.pct_base_ci_low, 1, 1.0)}, {_fmt(c.pct_base_ci_high, 1, 1.0)}]"
+
+
+def _seeds_table(runs) -> Table:
+    """Mean ± sd over seeds of the method's score, %Base and chance-adjusted %Base."""
+    records = [outcomes[-1].record for outcomes in runs]
+    table = Table(title=f"over seeds {', '.join(str(r.spec.seed) for r in records)}: mean ± sd")
+    for title in ("task / language", "metric", "score", "%Base", "chance-adj. %Base"):
+        table.add_column(title, justify="left" if title in ("task / language", "metric") else "right")
+    for s in records[0].scores:
+        key = (s.task, s.language, s.split, s.metric)
+        scores = [x for r in records for x in r.scores if (x.task, x.language, x.split, x.metric) == key]
+        compared = [c for r in records for c in r.comparisons if c.key() == key]
+        cells = [
+            mean_sd([x.value for x in scores]), mean_sd([x.pct_base for x in scores]),
+            mean_sd([c.chance_adjusted_pct_base for c in compared]),
+        ]
+        scale = 100.0 if s.metric in PERCENT_METRICS else 1.0
+        table.add_row(
+            f"{s.task} / {s.language}", s.metric, *(_pm(cells[0], scale), _pm(cells[1], 1.0), _pm(cells[2], 1.0)),
+            style="bold" if s.language == "avg" else None,
+        )
+    return table
+
+
+def _pm(mean_and_sd: tuple[float, float] | None, scale: float) -> str:
+    if mean_and_sd is None:
+        return "-"
+    mean, sd = mean_and_sd
+    return f"{mean * scale:.2f} ± {sd * scale:.2f}"
 
 
 def _with_ci(s) -> str:

@@ -1,4 +1,11 @@
-"""Metrics as pure functions: numbers or arrays (plus a seed or Generator) in, numbers out."""
+"""Metrics as pure functions: numbers or arrays (plus a seed or Generator) in, numbers out.
+
+Every score the harness reports is a macro average over groups (languages; one group for most
+scores) of a ratio of sums over items, ``sum(values) / sum(weights)``: accuracy is the mean of 0/1
+correctness (weights 1), bits per byte is bits over UTF-8 bytes per document, bytes per token is bytes
+over tokens per text. One bootstrap (:func:`resampled`) serves all of them, and the paired statistics
+(:mod:`harness.measure.paired`) resample a method's and the baseline's arrays jointly through it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,41 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+CHUNK = 100  # bootstrap replicates drawn at once (bounds the index array to CHUNK x items)
+
+
+def resampled(groups: Sequence[Sequence[np.ndarray]], rng: np.random.Generator, n_boot: int = 1000) -> np.ndarray:
+    """Bootstrap replicates of macro-averaged ratios, shape ``(n_boot, len(groups[0]) // 2)``.
+
+    Each group is a list of aligned arrays ``[num_1, den_1, num_2, den_2, ...]`` (one entry per item).
+    In every replicate each group's items are drawn with replacement once, the same draw for all of
+    its arrays (so a method's and a baseline's outputs on one item stay paired), and column ``j`` is
+    the mean over groups of ``sum(num_j) / sum(den_j)`` (0 where a resample's denominator sums to 0,
+    ``zero_division=0``, as for entity F1 of sentences without entities).
+    """
+    width = len(groups[0]) // 2
+    stats = np.zeros((n_boot, width))
+    for arrays in groups:
+        arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
+        n = len(arrays[0])
+        for start in range(0, n_boot, CHUNK):
+            stop = min(start + CHUNK, n_boot)
+            idx = rng.integers(0, n, size=(stop - start, n))
+            for j in range(width):
+                top, bottom = arrays[2 * j][idx].sum(axis=1), arrays[2 * j + 1][idx].sum(axis=1)
+                stats[start:stop, j] += np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
+    return stats / len(groups)
+
+
+def percentile_interval(stats: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap replicates (non-finite replicates dropped)."""
+    finite = stats[np.isfinite(stats)]
+    if finite.size == 0:
+        return float("nan"), float("nan")
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(finite, [tail, 1.0 - tail])
+    return float(low), float(high)
+
 
 def bootstrap_ci(
     groups: Sequence[np.ndarray], rng: np.random.Generator, n_boot: int = 1000, confidence: float = 0.95
@@ -16,19 +58,9 @@ def bootstrap_ci(
 
     Each group (e.g. one language's per-example correctness) is resampled with replacement on its
     own, so a single group gives the usual CI of its mean and several groups give the CI of a
-    macro average. Resamples are drawn in chunks to bound memory.
+    macro average.
     """
-    stats = np.zeros(n_boot)
-    for values in groups:
-        values = np.asarray(values, dtype=np.float64)
-        for start in range(0, n_boot, 100):
-            stop = min(start + 100, n_boot)
-            idx = rng.integers(0, len(values), size=(stop - start, len(values)))
-            stats[start:stop] += values[idx].mean(axis=1)
-    stats /= len(groups)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(stats, [tail, 1.0 - tail])
-    return float(low), float(high)
+    return bootstrap_macro_ratio_ci([(g, np.ones(len(g))) for g in groups], rng, n_boot, confidence)
 
 
 def bootstrap_statistic(
@@ -102,24 +134,23 @@ def bootstrap_ratio_ci(
 
 
 def bootstrap_macro_ratio_ci(
-    groups: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator,
-    n_boot: int = 1000, confidence: float = 0.95,
+    groups: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator, n_boot: int = 1000, confidence: float = 0.95,
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean over groups of each group's pooled ratio (a macro
-    average of corpus-level scores, e.g. entity F1 averaged over languages); each group
-    (numerators, denominators per unit) is resampled on its own, as in :func:`bootstrap_ci`."""
-    stats = np.zeros(n_boot)
-    for numerators, denominators in groups:
-        num, den = np.asarray(numerators, dtype=np.float64), np.asarray(denominators, dtype=np.float64)
-        for start in range(0, n_boot, 100):
-            stop = min(start + 100, n_boot)
-            idx = rng.integers(0, len(num), size=(stop - start, len(num)))
-            top, bottom = num[idx].sum(axis=1), den[idx].sum(axis=1)
-            stats[start:stop] += np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
-    stats /= len(groups)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(stats, [tail, 1.0 - tail])
-    return float(low), float(high)
+    """Percentile bootstrap CI of the mean over groups of each group's pooled ratio
+    ``sum(values) / sum(weights)`` (a macro average of corpus-level scores, e.g. entity F1 averaged
+    over languages); each group is resampled on its own, as in :func:`bootstrap_ci`."""
+    return percentile_interval(resampled([list(g) for g in groups], rng, n_boot)[:, 0], confidence)
+
+
+def macro_ratio(groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
+    """The mean over groups of ``sum(values) / sum(weights)`` (the point estimate the bootstrap resamples)."""
+    return float(np.mean([np.sum(v) / np.sum(w) for v, w in groups]))
+
+
+def majority_share(labels: Sequence) -> float:
+    """Share of the most frequent label: the accuracy of always predicting it (majority-class chance)."""
+    _, counts = np.unique(np.asarray(labels), return_counts=True)
+    return float(counts.max() / counts.sum())
 
 
 def bits_per_byte(total_nll_nats: float, n_bytes: int) -> float:
@@ -140,3 +171,21 @@ def pct_base(value: float, baseline: float, higher_is_better: bool = True) -> fl
     """
     num, den = (value, baseline) if higher_is_better else (baseline, value)
     return None if den == 0 else 100.0 * num / den
+
+
+def chance_adjusted_pct_base(value: float, baseline: float, chance: float | None) -> float | None:
+    """(method - chance) / (baseline - chance) x 100: the share of the baseline's gain over chance
+    that the method keeps. 0 = no better than chance, 100 = the baseline. Undefined (None) without a
+    chance level or when the baseline is not above it (then raw %Base says nothing either).
+    For higher-is-better metrics."""
+    if chance is None or baseline <= chance:
+        return None
+    return 100.0 * (value - chance) / (baseline - chance)
+
+
+def mean_sd(values: Sequence[float | None]) -> tuple[float, float] | None:
+    """Mean and sample standard deviation (ddof 1; 0 for one value) of the defined values; None if none."""
+    known = np.array([v for v in values if v is not None], dtype=np.float64)
+    if known.size == 0:
+        return None
+    return float(known.mean()), float(known.std(ddof=1)) if known.size > 1 else 0.0

@@ -71,16 +71,24 @@ class Score:
     n: int = 0
     higher_is_better: bool = True
     pct_base: float | None = None  # filled by the runner from the baseline run
-    chance: float | None = None    # the metric's chance / trivial level (uniform or majority class), where defined
+    chance: float | None = None    # the metric's chance level where defined (suites state which: uniform or majority class)
     shots: int | None = None       # in-context examples per prompt (lm-eval tasks); None: not a prompted task
+    setting: str = ""              # the protocol, as the papers name it: "zero-shot", "multilingual", "post-hoc", "0-shot" ...
 
 
 @dataclass(frozen=True)
 class ItemOutputs:
-    """Per-item outputs of one task x language x split, so that any two runs on the same items can be
-    compared after the fact (paired statistics). ``values`` holds ``metric`` per item: ``correct``
-    (0/1), ``nll`` (nats), ``f1`` ...; ``ids`` are stable item ids (the row in the source file or the
-    dataset's own id)."""
+    """Per-item outputs behind one score (task x language x split x metric), so that any two runs on
+    the same items can be compared after the fact (paired statistics).
+
+    The score is ``sum(values) / sum(weights)`` over the items (``weights`` empty: 1 each, so the
+    score is the mean of ``values``); a macro average over languages (language ``avg``) is the mean
+    of that over the ItemOutputs of its languages. ``metric`` is the score's metric. Examples:
+    accuracy: values = correctness 0/1; bits per byte: values = a document's NLL in bits, weights =
+    its UTF-8 bytes; bytes per token: values = a text's bytes, weights = its tokens; entity F1
+    (seqeval): values = 2 TP, weights = 2 TP + FP + FN of a sentence. ``ids`` are stable item ids (the
+    row in the source file or the dataset's own id) shared by every run that scores the same items.
+    """
 
     task: str
     language: str
@@ -90,6 +98,38 @@ class ItemOutputs:
     values: tuple[float, ...]
     predictions: tuple[str, ...] = ()
     gold: tuple[str, ...] = ()
+    weights: tuple[float, ...] = ()
+
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.task, self.language, self.split, self.metric)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One score of a run against the same score of its baseline run (the baseline itself included,
+    against itself), computed by the runner from both runs' per-item outputs
+    (:mod:`harness.compare`). Fields that need per-item outputs are None when either run has none;
+    ``p_value`` and ``flip_rate`` need 0/1 items, ``agreement`` stored predictions."""
+
+    task: str
+    language: str
+    split: str
+    metric: str
+    baseline_run_id: str
+    n_paired: int                                  # items scored by both runs (matched by id)
+    pct_base_ci_low: float | None = None           # paired bootstrap (items resampled jointly)
+    pct_base_ci_high: float | None = None
+    difference: float | None = None                # method - baseline, metric units
+    difference_ci_low: float | None = None
+    difference_ci_high: float | None = None
+    chance_adjusted_pct_base: float | None = None  # (method - chance) / (baseline - chance) x 100
+    p_value: float | None = None                   # exact McNemar on the discordant items
+    flip_rate: float | None = None                 # share of items whose correctness changed
+    agreement: float | None = None                 # share of items with the same prediction
+    baseline_above_chance: bool | None = None      # the baseline's 95% CI lies above chance; None: no chance level
+
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.task, self.language, self.split, self.metric)
 
 
 @dataclass(frozen=True)
@@ -149,6 +189,12 @@ class RunSpec:
         blob = json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+    @property
+    def variant(self) -> str:
+        """The config hash without the seed: runs of one configuration under several seeds share it."""
+        blob = json.dumps({**dataclasses.asdict(self), "seed": None}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
     def baseline(self) -> RunSpec:
         return dataclasses.replace(self, adapter="none", adapter_config={}, adapter_budget={}, fit_data={})
 
@@ -187,6 +233,7 @@ class RunRecord:
     efficiency: list[LatencyStats] = field(default_factory=list)
     items: list[ItemOutputs] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)  # suite-specific facts (sizes used, ...)
+    comparisons: list[Comparison] = field(default_factory=list)  # each score against the baseline's
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1, default=str)
@@ -200,5 +247,6 @@ class RunRecord:
         raw["fit"] = FitReport(**raw["fit"]) if raw.get("fit") else None
         raw["items"] = [ItemOutputs(**{k: tuple(v) if isinstance(v, list) else v for k, v in i.items()}) for i in raw.get("items", [])]
         raw["scores"] = [Score(**s) for s in raw["scores"]]
+        raw["comparisons"] = [Comparison(**c) for c in raw.get("comparisons", [])]
         raw["efficiency"] = [LatencyStats(**{**e, "samples_ms": tuple(e["samples_ms"])}) for e in raw["efficiency"]]
         return cls(**raw)

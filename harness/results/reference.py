@@ -9,6 +9,11 @@ the leaderboard's Pareto plot beside measured ones:
 - ``emb_param_fraction``: ``emb_param_pct / 100``. A row that does not print it takes it from
   another row of the same paper, base model, method and config (it is a property of the
   compressed model, not of the task), when exactly one value is printed there.
+- ``setting``: the protocol in the harness's words, so a paper's point sits only beside runs of the
+  same setting (``Score.setting``): ``cross-lingual-transfer`` (paper 001) is ``zero-shot`` (English
+  training, as paper 000 names it), ``translate-train-all`` is ``multilingual``, and a row whose notes
+  say "N-shot in-context" gets ``N-shot``; other settings stay as printed (``pretraining`` is not our
+  ``post-hoc``). The CSV's own value stays in ``paper_setting``.
 - ``pct_base``: value / baseline x 100, the baseline being the same table's row for the same base
   model, suite, task, language, setting and metric (quality metrics only; inverted for BPB, lower
   is better, as the harness does); the printed %Base where no baseline row exists. The printed
@@ -18,6 +23,7 @@ the leaderboard's Pareto plot beside measured ones:
 from __future__ import annotations
 
 import csv
+import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from importlib.resources import files
@@ -29,6 +35,8 @@ SUITE_NAMES = {"tydiqa": "qa", "mteb_classification": "mteb_clf", "word_similari
 # metrics whose ratio to the baseline is a %Base; the others (counts, sizes, deltas) get none
 HIGHER_IS_BETTER = frozenset({"accuracy", "f1", "em", "spearman", "mcc", "correlation", "score", "precision", "recall"})
 LOWER_IS_BETTER = frozenset({"bpb"})
+SETTINGS = {"cross-lingual-transfer": "zero-shot", "translate-train-all": "multilingual"}
+_SHOTS = re.compile(r"\b(\d+)-shot\b")
 COLUMNS = (
     "paper", "table", "method", "base_model", "config", "suite", "task", "language", "setting", "metric",
     "value", "pct_base", "emb_param_pct", "model_param_pct", "notes",
@@ -48,7 +56,7 @@ class PaperResult:
     paper_suite: str             # as the CSV names it
     task: str
     language: str | None         # None: the paper's overall number
-    setting: str | None          # e.g. "zero-shot", "translate-train-all"
+    setting: str | None          # the harness's name of the protocol: "zero-shot", "multilingual", "5-shot" ...
     metric: str
     value: float                 # as printed (accuracy in %, not a fraction)
     pct_base: float | None
@@ -56,6 +64,7 @@ class PaperResult:
     emb_param_fraction: float | None
     model_param_fraction: float | None
     notes: str | None
+    paper_setting: str | None = None  # as the CSV names it ("translate-train-all", "cross-lingual-transfer" ...)
 
     @property
     def has_pareto_coordinates(self) -> bool:
@@ -100,12 +109,20 @@ def _parse(raw: dict[str, str], path: Path, line: int) -> PaperResult:
     return PaperResult(
         paper=raw["paper"], table=raw["table"], method=raw["method"], base_model=raw["base_model"] or None,
         config=raw["config"] or None, suite=SUITE_NAMES.get(raw["suite"], raw["suite"]), paper_suite=raw["suite"],
-        task=raw["task"], language=raw["language"] or None, setting=raw["setting"] or None, metric=raw["metric"],
+        task=raw["task"], language=raw["language"] or None, setting=canonical_setting(raw["setting"], raw["notes"]), metric=raw["metric"],
         value=value, pct_base=printed, pct_base_printed=printed,
         emb_param_fraction=None if emb_pct is None else emb_pct / 100.0,
         model_param_fraction=None if model_pct is None else model_pct / 100.0,
-        notes=raw["notes"] or None,
+        notes=raw["notes"] or None, paper_setting=raw["setting"] or None,
     )
+
+
+def canonical_setting(printed: str, notes: str) -> str | None:
+    """The CSV's setting in the harness's vocabulary (see the module docstring)."""
+    if printed:
+        return SETTINGS.get(printed, printed)
+    shots = _SHOTS.search(notes or "")
+    return f"{shots.group(1)}-shot" if shots else None
 
 
 def _fill_emb_fraction(rows: list[PaperResult]) -> list[PaperResult]:
@@ -124,7 +141,7 @@ def _fill_emb_fraction(rows: list[PaperResult]) -> list[PaperResult]:
 
 
 def _baseline_key(r: PaperResult) -> tuple:
-    return (r.paper, r.table, r.base_model, r.paper_suite, r.task, r.language, r.setting, r.metric)
+    return (r.paper, r.table, r.base_model, r.paper_suite, r.task, r.language, r.paper_setting, r.metric)
 
 
 def _derive_pct_base(rows: list[PaperResult]) -> list[PaperResult]:

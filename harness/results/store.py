@@ -2,9 +2,16 @@
 
 DuckDB allows one read-write process at a time, and a second process cannot even read while a
 writer holds the file. So every write opens the database, commits one transaction and closes it;
-readers retry briefly. Each finished or failed run is first written as a JSON record beside the
-database (``<db stem>.records/<run_id>.json``); a record the database could not take (busy, or
-the process died) is ingested by the next writer, so nothing is lost.
+readers retry briefly. Every state of a run (running, finished, failed) is first written as a JSON
+record in the journal beside the database (``<db stem>.records/<run_id>.json``,
+:mod:`harness.results.journal`); each write then ingests every pending record in one transaction, so
+a record the database could not take (busy, or the process died) is ingested by the next writer and
+nothing is lost. Runs whose process died are marked failed by the next writer
+(:mod:`harness.results.liveness`).
+
+Schema versions: a writer upgrades a database of an older version in place (columns are only ever
+added, with ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``, and rows are written by column name); a
+reader of an older database is told to let a writer upgrade it.
 """
 
 from __future__ import annotations
@@ -12,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -23,9 +29,13 @@ import duckdb
 import pandas as pd
 
 from harness.errors import StoreBusyError, StoreError
+from harness.results import liveness
+from harness.results.journal import Journal
 from harness.results.records import (
+    Comparison,
     CompressionReport,
     FitReport,
+    ItemOutputs,
     LatencyStats,
     Provenance,
     RunRecord,
@@ -34,7 +44,7 @@ from harness.results.records import (
 )
 from harness.results.reference import PaperResult
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -45,12 +55,18 @@ CREATE TABLE IF NOT EXISTS runs (
     profile VARCHAR, seed INTEGER, recipe JSON, adapter_budget JSON, data JSON, fit_data JSON, device VARCHAR,
     started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, wall_s DOUBLE, error VARCHAR, baseline_run_id VARCHAR,
     git_sha VARCHAR, host VARCHAR, pid INTEGER, hardware JSON, versions JSON, data_files JSON, details JSON,
-    fit_seconds DOUBLE, fit_details JSON
+    fit_seconds DOUBLE, fit_details JSON, variant VARCHAR
 );
 CREATE TABLE IF NOT EXISTS scores (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR,
     value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE, chance DOUBLE,
-    shots INTEGER
+    shots INTEGER, setting VARCHAR
+);
+CREATE TABLE IF NOT EXISTS comparisons (
+    run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, baseline_run_id VARCHAR,
+    n_paired INTEGER, pct_base_ci_low DOUBLE, pct_base_ci_high DOUBLE, difference DOUBLE, difference_ci_low DOUBLE,
+    difference_ci_high DOUBLE, chance_adjusted_pct_base DOUBLE, p_value DOUBLE, flip_rate DOUBLE, agreement DOUBLE,
+    baseline_above_chance BOOLEAN
 );
 ALTER TABLE scores ADD COLUMN IF NOT EXISTS shots INTEGER;
 CREATE TABLE IF NOT EXISTS compression (
@@ -61,7 +77,7 @@ CREATE TABLE IF NOT EXISTS compression (
 );
 CREATE TABLE IF NOT EXISTS items (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, item VARCHAR,
-    value DOUBLE, prediction VARCHAR, gold VARCHAR
+    value DOUBLE, prediction VARCHAR, gold VARCHAR, weight DOUBLE
 );
 CREATE TABLE IF NOT EXISTS efficiency (
     run_id VARCHAR NOT NULL, phase VARCHAR, batch INTEGER, seq_len INTEGER, p50_ms DOUBLE,
@@ -70,14 +86,24 @@ CREATE TABLE IF NOT EXISTS efficiency (
 CREATE TABLE IF NOT EXISTS paper_results (
     paper VARCHAR, "table" VARCHAR, method VARCHAR, base_model VARCHAR, config VARCHAR, suite VARCHAR,
     paper_suite VARCHAR, task VARCHAR, language VARCHAR, setting VARCHAR, metric VARCHAR, value DOUBLE,
-    pct_base DOUBLE, pct_base_printed DOUBLE, emb_param_fraction DOUBLE, model_param_fraction DOUBLE, notes VARCHAR
+    pct_base DOUBLE, pct_base_printed DOUBLE, emb_param_fraction DOUBLE, model_param_fraction DOUBLE, notes VARCHAR,
+    paper_setting VARCHAR
 );
+-- schema v2 -> v3
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS variant VARCHAR;
+ALTER TABLE scores ADD COLUMN IF NOT EXISTS setting VARCHAR;
+ALTER TABLE items ADD COLUMN IF NOT EXISTS weight DOUBLE;
+ALTER TABLE paper_results ADD COLUMN IF NOT EXISTS paper_setting VARCHAR;
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
-       CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, s.task, s.language, s.split,
-       s.metric, s.value, s.ci_low, s.ci_high, s.n, s.pct_base, s.shots, c.emb_param_fraction,
+       CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, r.variant, s.task, s.language, s.split,
+       s.metric, s.setting, s.shots, s.value, s.ci_low, s.ci_high, s.n, s.chance, s.pct_base, k.pct_base_ci_low,
+       k.pct_base_ci_high, k.chance_adjusted_pct_base, k.difference, k.difference_ci_low, k.difference_ci_high,
+       k.p_value, k.flip_rate, k.agreement, k.n_paired, k.baseline_above_chance, c.emb_param_fraction,
        c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at
 FROM scores s JOIN runs r USING (run_id) LEFT JOIN compression c USING (run_id)
+LEFT JOIN comparisons k ON k.run_id = s.run_id AND k.task = s.task AND k.language = s.language
+     AND k.split = s.split AND k.metric = s.metric
 WHERE r.status = 'finished';
 """
 
@@ -85,8 +111,10 @@ RUN_COLUMNS = (
     "run_id", "config_hash", "status", "model", "model_revision", "adapter", "adapter_config",
     "adapter_package", "adapter_version", "suite", "suite_config", "profile", "seed", "recipe", "adapter_budget",
     "data", "fit_data", "device", "started_at", "finished_at", "wall_s", "error", "baseline_run_id", "git_sha", "host",
-    "pid", "hardware", "versions", "data_files", "details", "fit_seconds", "fit_details",
+    "pid", "hardware", "versions", "data_files", "details", "fit_seconds", "fit_details", "variant",
 )
+SCORE_COLUMNS = tuple(f.name for f in dataclasses.fields(Score))
+COMPARISON_COLUMNS = tuple(f.name for f in dataclasses.fields(Comparison))
 
 
 def default_path(explicit: str | Path | None = None) -> Path:
@@ -106,7 +134,7 @@ def _run_row(rec: RunRecord) -> tuple:
         json.dumps(s.data), json.dumps(s.fit_data), rec.device, rec.started_at, rec.finished_at,
         rec.wall_s, rec.error, rec.baseline_run_id, p.git_sha, p.host, p.pid, json.dumps(p.hardware),
         json.dumps(p.versions), json.dumps(p.data_files), json.dumps(rec.details),
-        rec.fit.seconds if rec.fit else None, json.dumps(rec.fit.details) if rec.fit else None,
+        rec.fit.seconds if rec.fit else None, json.dumps(rec.fit.details) if rec.fit else None, s.variant,
     )
 
 
@@ -116,6 +144,7 @@ class Store:
     def __init__(self, path: str | Path | None = None, retries: int = 20, wait_s: float = 0.25):
         self.path = default_path(path)
         self.records_dir = self.path.with_name(self.path.stem + ".records")
+        self.journal = Journal(self.records_dir)
         self.retries, self.wait_s = retries, wait_s
 
     # -- connections -------------------------------------------------------------------------
@@ -129,9 +158,10 @@ class Store:
                 con = duckdb.connect(str(self.path), read_only=read_only)
                 break
             except duckdb.Error as err:
-                if not _is_lock_error(err) or attempt == self.retries - 1:
-                    error = StoreBusyError if _is_lock_error(err) else StoreError
-                    raise error(f"cannot open {self.path}: {str(err).splitlines()[0]}; close the other process or use --db") from None
+                if not _is_lock_error(err):
+                    raise StoreError(f"cannot open {self.path}: {str(err).splitlines()[0]}; it is not a readable DuckDB database: restore it or pass --db another file") from None
+                if attempt == self.retries - 1:
+                    raise StoreBusyError(f"cannot open {self.path}: {str(err).splitlines()[0]}; close the other process or use --db") from None
                 time.sleep(self.wait_s)
         try:
             yield con
@@ -142,7 +172,7 @@ class Store:
     def _write(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect(read_only=False) as con:
-            _check_schema(con, self.path)
+            _check_schema(con, self.path, writing=True)
             con.execute(SCHEMA)
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             con.execute("BEGIN TRANSACTION")
@@ -156,61 +186,57 @@ class Store:
     # -- writes ------------------------------------------------------------------------------
 
     def start(self, rec: RunRecord) -> None:
-        """Record a run as running; also ingest leftover JSON records and mark dead runs failed."""
-        pending = self._pending_records()
-        with self._write() as con:
-            for old in pending:
-                self._upsert(con, old)
-            self._fail_dead_runs(con)
-            self._upsert(con, rec)
-        for old in pending:
-            self._record_path(old.run_id).with_suffix(".ingested").touch()
+        """Record a run as running (journal first, then the database unless it is busy)."""
+        self.journal.write(rec)
+        try:
+            self.ingest()
+        except StoreError:  # not busy: a corrupt database or another schema; the run never started
+            self.journal.path(rec.run_id).unlink(missing_ok=True)
+            raise
 
     def save(self, rec: RunRecord) -> bool:
         """Write the JSON record, then ingest it. Returns False when the DB was busy (kept on disk)."""
-        path = self._record_path(rec.run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(rec.to_json())
-        tmp.replace(path)
+        self.journal.write(rec)
         try:
-            with self._write() as con:
-                self._upsert(con, rec)
+            ingested = self.ingest()
         except StoreError:
             return False
-        path.with_suffix(".ingested").touch()
-        return True
+        return ingested is not None and rec.run_id in ingested
+
+    def ingest(self) -> list[str] | None:
+        """Ingest every pending journal record and mark runs of dead processes failed, in one
+        transaction; returns the run ids ingested, or None when another process holds the database."""
+        entries = self.journal.pending()
+        try:
+            with self._write() as con:
+                for e in entries:
+                    self._upsert(con, e.record)
+                self._fail_dead_runs(con)
+        except StoreBusyError:
+            return None
+        self.journal.mark_ingested(entries)
+        return [e.record.run_id for e in entries]
 
     def replace_paper_results(self, rows: list[PaperResult]) -> None:
         """Replace the papers' reported numbers in one transaction (loading twice changes nothing)."""
         with self._write() as con:
             con.execute("DELETE FROM paper_results")
-            marks = ", ".join("?" for _ in dataclasses.fields(PaperResult))
-            con.executemany(f"INSERT INTO paper_results VALUES ({marks})", [dataclasses.astuple(r) for r in rows])
-
-    def _record_path(self, run_id: str) -> Path:
-        return self.records_dir / f"{run_id}.json"
-
-    def _pending_records(self) -> list[RunRecord]:
-        if not self.records_dir.is_dir():
-            return []
-        return [
-            RunRecord.from_json(p.read_text())
-            for p in sorted(self.records_dir.glob("*.json"))
-            if not p.with_suffix(".ingested").exists()
-        ]
+            names = [f.name for f in dataclasses.fields(PaperResult)]
+            columns, marks = ", ".join(f'"{n}"' for n in names), ", ".join("?" for _ in names)
+            con.executemany(f"INSERT INTO paper_results ({columns}) VALUES ({marks})", [dataclasses.astuple(r) for r in rows])
 
     @staticmethod
     def _upsert(con: duckdb.DuckDBPyConnection, rec: RunRecord) -> None:
-        for table in ("runs", "scores", "compression", "efficiency", "items"):
+        for table in ("runs", "scores", "compression", "efficiency", "items", "comparisons"):
             con.execute(f"DELETE FROM {table} WHERE run_id = ?", [rec.run_id])
         marks = ", ".join("?" for _ in RUN_COLUMNS)
         con.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({marks})", list(_run_row(rec)))
-        if rec.scores:
-            con.executemany(
-                "INSERT INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [[rec.run_id, *dataclasses.astuple(s)] for s in rec.scores],
-            )
+        for table, columns, rows in (("scores", SCORE_COLUMNS, rec.scores), ("comparisons", COMPARISON_COLUMNS, rec.comparisons)):
+            if rows:
+                con.executemany(
+                    f"INSERT INTO {table} (run_id, {', '.join(columns)}) VALUES (?, {', '.join('?' for _ in columns)})",
+                    [[rec.run_id, *dataclasses.astuple(row)] for row in rows],
+                )
         if rec.compression is not None:
             c = rec.compression
             con.execute(
@@ -219,7 +245,7 @@ class Store:
             )
         if rec.items:
             con.register("new_items", _items_frame(rec))
-            con.execute("INSERT INTO items SELECT * FROM new_items")
+            con.execute("INSERT INTO items BY NAME SELECT * FROM new_items")
             con.unregister("new_items")
         for e in rec.efficiency:
             con.execute(
@@ -227,11 +253,9 @@ class Store:
                 [rec.run_id, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, list(e.samples_ms)],
             )
 
-    @staticmethod
-    def _fail_dead_runs(con: duckdb.DuckDBPyConnection) -> None:
-        host = socket.gethostname()
-        for run_id, pid in con.execute("SELECT run_id, pid FROM runs WHERE status = 'running' AND host = ?", [host]).fetchall():
-            if pid is not None and not _pid_alive(pid):
+    def _fail_dead_runs(self, con: duckdb.DuckDBPyConnection) -> None:
+        for run_id, host, pid in con.execute("SELECT run_id, host, pid FROM runs WHERE status = 'running'").fetchall():
+            if liveness.alive(self.records_dir, run_id, host, pid) is False:
                 con.execute(
                     "UPDATE runs SET status = 'failed', error = 'process died before the run finished' WHERE run_id = ?",
                     [run_id],
@@ -240,12 +264,30 @@ class Store:
     # -- reads -------------------------------------------------------------------------------
 
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        """Read-only, parameterised query; an absent database reads as empty where possible."""
+        """Read-only, parameterised query (on a database of this schema version)."""
         with self._connect(read_only=True) as con:
+            _check_schema(con, self.path, writing=False)
             return con.execute(sql, params or []).df()
 
+    def items(self, run_id: str) -> list[ItemOutputs]:
+        """A run's per-item outputs, one ItemOutputs per task x language x split x metric, items in stored order."""
+        optional = "CASE WHEN count({0}) = 0 THEN NULL ELSE list({0} ORDER BY rowid) END"
+        with self._connect(read_only=True) as con:
+            _check_schema(con, self.path, writing=False)
+            rows = con.execute(
+                "SELECT task, language, split, metric, list(item ORDER BY rowid), list(value ORDER BY rowid), "
+                f"{optional.format('prediction')}, {optional.format('gold')}, {optional.format('weight')} "
+                "FROM items WHERE run_id = ? GROUP BY task, language, split, metric ORDER BY min(rowid)",
+                [run_id],
+            ).fetchall()
+        return [ItemOutputs(*row[:4], *(tuple(v or ()) for v in row[4:])) for row in rows]
+
     def find_finished(self, spec: RunSpec) -> RunRecord | None:
-        """The newest finished run with the same config hash, if any (run reuse)."""
+        """The newest finished run with the same config hash, if any (run reuse): in the database, or
+        still waiting in the journal."""
+        waiting = [e.record for e in self.journal.pending() if e.record.status == "finished" and e.record.spec.config_hash == spec.config_hash]
+        if waiting:
+            return max(waiting, key=lambda r: r.finished_at or "")
         if not self.path.exists():
             return None
         ids = self.query(
@@ -255,18 +297,17 @@ class Store:
         return self.load(ids.run_id[0]) if len(ids) else None
 
     def load(self, run_id: str) -> RunRecord:
-        """One run with its scores, compression, fit and efficiency; per-item outputs stay in the
-        ``items`` table (query them with :meth:`query`), so ``items`` is empty here."""
+        """One run with its scores, comparisons, compression, fit and efficiency; per-item outputs stay
+        in the ``items`` table (:meth:`items`), so ``items`` is empty here."""
         with self._connect(read_only=True) as con:
+            _check_schema(con, self.path, writing=False)
             cur = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id = ?", [run_id])
             row = cur.fetchone()
             if row is None:
                 raise StoreError(f"no run '{run_id}' in {self.path}; list runs with `harness list runs`")
             r = dict(zip(RUN_COLUMNS, row))
-            scores = con.execute(
-                "SELECT task, language, split, metric, value, ci_low, ci_high, n, higher_is_better, pct_base, chance, shots FROM scores WHERE run_id = ?",
-                [run_id],
-            ).fetchall()
+            scores = con.execute(f"SELECT {', '.join(SCORE_COLUMNS)} FROM scores WHERE run_id = ?", [run_id]).fetchall()
+            comparisons = con.execute(f"SELECT {', '.join(COMPARISON_COLUMNS)} FROM comparisons WHERE run_id = ?", [run_id]).fetchall()
             comp = con.execute(
                 "SELECT embedding_params_before, embedding_params_after, storage_bytes_before, storage_bytes_after, "
                 "total_params_before, total_params_after, vocab_size_before, vocab_size_after, freed_slots "
@@ -277,17 +318,24 @@ class Store:
                 "SELECT phase, batch, seq_len, samples_ms, p50_ms, p95_ms, throughput, peak_mem_mb FROM efficiency WHERE run_id = ?",
                 [run_id],
             ).fetchall()
-        return _record_from_row(r, scores, comp, eff)
+        return _record_from_row(r, scores, comp, eff, comparisons)
 
 
-def _check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Refuse to write a database made by another schema version (its tables lack or misplace columns)."""
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, writing: bool) -> None:
+    """Refuse a database of a newer schema version; an older one (v2 on) a writer upgrades in place
+    and a reader refuses, naming the command that upgrades it."""
     tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     if "meta" not in tables:
         return
     row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is not None and row[0] != str(SCHEMA_VERSION):
-        raise StoreError(f"{path} has results schema v{row[0]}, this harness writes v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")
+    version = int(row[0]) if row is not None else SCHEMA_VERSION
+    if version > SCHEMA_VERSION or version < 2:
+        raise StoreError(f"{path} has results schema v{version}, this harness uses v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")
+    if version < SCHEMA_VERSION and not writing:
+        raise StoreError(
+            f"{path} has results schema v{version} (older than v{SCHEMA_VERSION}); upgrade it in place with "
+            f"`harness reference load --db {path}` (or any harness run on it)"
+        )
 
 
 def _items_frame(rec: RunRecord) -> pd.DataFrame:
@@ -300,25 +348,16 @@ def _items_frame(rec: RunRecord) -> pd.DataFrame:
             "item": list(it.ids), "value": list(it.values),
             "prediction": list(it.predictions) if it.predictions else [None] * n,
             "gold": list(it.gold) if it.gold else [None] * n,
+            "weight": list(it.weights) if it.weights else [None] * n,
         }))
     return pd.concat(frames, ignore_index=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _iso(value: datetime) -> str:
     return value.astimezone(timezone.utc).isoformat(timespec="seconds")
 
 
-def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list) -> RunRecord:
+def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list, comparisons: list) -> RunRecord:
     spec = RunSpec(
         r["model"], r["model_revision"], r["adapter"], json.loads(r["adapter_config"]), r["suite"],
         json.loads(r["suite_config"]), r["profile"], r["seed"], json.loads(r["recipe"]),
@@ -337,4 +376,5 @@ def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list) -> Ru
         scores=[Score(*s) for s in scores],
         efficiency=[LatencyStats(e[0], e[1], e[2], tuple(e[3]), *e[4:]) for e in eff],
         details=json.loads(r["details"]) if r["details"] else {},
+        comparisons=[Comparison(*c) for c in comparisons],
     )

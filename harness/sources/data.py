@@ -29,6 +29,7 @@ class DataSource:
 
     files: tuple[str, ...]
     hub_id: str | None = None  # "owner/name" (":config" appended where the dataset needs one); None = local only
+    where_from: str = ""       # where to get the files, named in the error when they are missing
 
 
 def data_root(explicit: str | Path | None = None) -> Path | None:
@@ -88,7 +89,11 @@ def _local_paths(root: Path | None, source: DataSource) -> list[Path] | None:
 def _missing(root: Path | None, source: DataSource, cause: str = "") -> DataError:
     expected = ", ".join(source.files)
     where = f"under {root}" if root else "(no data directory set)"
-    return DataError(f"dataset files missing {where}: expected {expected}{cause}; set HARNESS_DATA_DIR or --data-dir to a folder holding them")
+    origin = f" ({source.where_from})" if source.where_from else ""
+    hub = f", or go online for the hub's {source.hub_id}" if source.hub_id and hub_offline() else ""
+    return DataError(
+        f"dataset files missing {where}: expected {expected}{origin}{cause}; set HARNESS_DATA_DIR or --data-dir to a folder holding them{hub}"
+    )
 
 
 def revisions(root: Path | None, sources: Iterable[DataSource]) -> dict[str, str]:

@@ -1,0 +1,108 @@
+"""A run's scores against its baseline's, item by item: the runner's step after every run.
+
+For each score of the run, the per-item outputs behind it (:class:`~harness.results.records.ItemOutputs`:
+one per language, or all languages of the task for the ``avg`` row) are matched with the baseline's
+by item id, and the paired statistics of :mod:`harness.measure.paired` are computed on the items
+both runs scored. The chance-adjusted %Base and the "baseline above chance" flag need only the two
+scores. The baseline run is compared with itself (%Base 100, no flips), so every stored score carries
+the flag.
+
+"Baseline above chance" is a one-sided test at the 2.5% level: the lower end of the baseline score's
+95% bootstrap CI lies above the chance level. Where it does not, %Base divides by noise (a method at
+chance shows 90% of a baseline that is barely above it) and the run is flagged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from harness.measure import paired
+from harness.measure.metrics import chance_adjusted_pct_base
+from harness.results.records import Comparison, ItemOutputs, Score
+
+AVERAGE = "avg"  # the language of a macro average over a task's languages
+
+
+def items_behind(score: Score, items: Sequence[ItemOutputs]) -> list[ItemOutputs]:
+    """The per-item outputs a score is computed from: its own (task, language, split, metric), or for
+    the ``avg`` language every language of that task, split and metric."""
+    if score.language == AVERAGE:
+        return [i for i in items if (i.task, i.split, i.metric) == (score.task, score.split, score.metric) and i.language != AVERAGE]
+    return [i for i in items if i.key() == (score.task, score.language, score.split, score.metric)]
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """One group's items scored by both runs, in the baseline's item order."""
+
+    method: paired.Group
+    base: paired.Group
+    predictions: tuple[list[str], list[str]] | None  # both runs' predicted labels, when both stored them
+    weighted: bool
+
+
+def _take(out: ItemOutputs, idx: list[int]) -> paired.Group:
+    values = np.asarray(out.values, dtype=np.float64)[idx]
+    weights = np.asarray(out.weights, dtype=np.float64)[idx] if out.weights else np.ones(len(idx))
+    return values, weights
+
+
+def _pair(method: ItemOutputs, base: ItemOutputs) -> _Pair:
+    where = {item: i for i, item in enumerate(method.ids)}
+    common = [(where[item], j) for j, item in enumerate(base.ids) if item in where]
+    m_idx, b_idx = [i for i, _ in common], [j for _, j in common]
+    predictions = None
+    if method.predictions and base.predictions:
+        predictions = ([method.predictions[i] for i in m_idx], [base.predictions[j] for j in b_idx])
+    return _Pair(_take(method, m_idx), _take(base, b_idx), predictions, bool(method.weights or base.weights))
+
+
+def _pairs(mine: list[ItemOutputs], theirs: list[ItemOutputs]) -> list[_Pair] | None:
+    """Every group of the score matched with the baseline's, or None when some group has no partner
+    or no common items (then no paired statistic is defined)."""
+    by_language = {i.language: i for i in theirs}
+    if not mine or sorted(i.language for i in mine) != sorted(by_language):
+        return None
+    pairs = [_pair(m, by_language[m.language]) for m in mine]
+    return pairs if all(len(p.method[0]) for p in pairs) else None
+
+
+def compare(
+    scores: Sequence[Score], items: Sequence[ItemOutputs], base_scores: Sequence[Score], base_items: Sequence[ItemOutputs],
+    baseline_run_id: str, rng: np.random.Generator,
+) -> list[Comparison]:
+    """One :class:`Comparison` per score that the baseline also has."""
+    base_by_key = {(s.task, s.language, s.split, s.metric): s for s in base_scores}
+    out = []
+    for s in scores:
+        b = base_by_key.get((s.task, s.language, s.split, s.metric))
+        if b is not None:
+            pairs = _pairs(items_behind(s, items), items_behind(b, base_items))
+            out.append(_compare_one(s, b, pairs, baseline_run_id, rng))
+    return out
+
+
+def _compare_one(s: Score, b: Score, pairs: list[_Pair] | None, baseline_run_id: str, rng: np.random.Generator) -> Comparison:
+    """The paired statistics of one score (McNemar, flips: 0/1 items only; agreement: stored predictions)."""
+    known = Comparison(
+        s.task, s.language, s.split, s.metric, baseline_run_id, n_paired=0,
+        chance_adjusted_pct_base=chance_adjusted_pct_base(s.value, b.value, s.chance) if s.higher_is_better else None,
+        baseline_above_chance=None if s.chance is None or b.ci_low is None else bool(b.ci_low > s.chance),
+    )
+    if pairs is None:
+        return known
+    ci = paired.paired_bootstrap([p.method for p in pairs], [p.base for p in pairs], rng, s.higher_is_better)
+    mv, bv = (np.concatenate([getattr(p, side)[0] for p in pairs]) for side in ("method", "base"))
+    binary = not any(p.weighted for p in pairs) and paired.is_binary(mv) and paired.is_binary(bv)
+    predicted = all(p.predictions for p in pairs)
+    return dataclasses.replace(
+        known, n_paired=len(mv), pct_base_ci_low=ci.pct_base[0], pct_base_ci_high=ci.pct_base[1],
+        difference=s.value - b.value, difference_ci_low=ci.difference[0], difference_ci_high=ci.difference[1],
+        p_value=paired.mcnemar_p(mv, bv) if binary else None,
+        flip_rate=paired.flip_rate(mv, bv) if binary else None,
+        agreement=paired.agreement(*(sum((p.predictions[k] for p in pairs), []) for k in (0, 1))) if predicted else None,
+    )

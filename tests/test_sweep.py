@@ -1,0 +1,146 @@
+"""``harness sweep``: grid expansion, validation before any run, resume after kill -9, Ray backend.
+
+The runs are real xnli smoke runs on MiniLM. The sweep starts from a copy of the session's smoke
+database (baseline + asg k=256), so those two points are resumed, not run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.results.store import Store
+from harness.sweep.grid import from_options, from_yaml
+from harness.sweep.points import plan_points
+
+HARNESS = os.path.join(os.path.dirname(sys.executable), "harness")
+SWEEP = ["--adapter", "asg", "--suite", "xnli", "--model", "minilm", "--profile", "smoke", "--device", "cpu"]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_yaml_and_options_expand_to_the_same_points(tmp_path):
+    """The acceptance grid: 2 seeds x (3 asg + 2 sg) methods and one baseline per seed = 12 points."""
+    yaml = _write(tmp_path / "s.yaml", (
+        "suites: [xnli]\nmodels: [minilm]\nprofile: smoke\nseeds: [0, 1]\n"
+        "adapters:\n  - adapter: asg\n    grid: {k: [64, 256, 1024]}\n  - adapter: sg\n    grid: {fraction: [0.1, 0.4]}\n"
+    ))
+    points = plan_points(from_yaml(yaml))
+    assert len(points) == 12
+    baselines = [p for p in points if p.baseline_hash is None]
+    assert len(baselines) == 2 and points[:2] == baselines  # baselines first, one per seed
+    assert len({p.config_hash for p in points}) == 12
+    assert {p.baseline_hash for p in points[2:]} == {b.config_hash for b in baselines}
+    asg = plan_points(from_options("asg", ["k=64,256,1024"], "xnli", "minilm", "0,1", "smoke", [], None, "auto"))
+    assert {p.config_hash for p in asg} == {p.config_hash for p in points if p.spec.adapter in ("none", "asg")}
+
+
+def test_a_bad_point_stops_the_sweep_before_any_run(tmp_path):
+    db = tmp_path / "r.duckdb"
+    result = CliRunner().invoke(app, ["sweep", *SWEEP, "--grid", "k=64,40000", "--grid", "m=48,7", "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 3  # k=40000 with m=48, and both k with m=7
+    assert all(line.startswith("error: sweep point asg ") for line in lines)
+    assert any("k=40000 m=48" in line and "exceeds the vocabulary size 30522" in line for line in lines)
+    assert not db.exists() and not db.with_name("r.records").exists()
+
+
+def _finished_hashes(db: Path) -> dict[str, int]:
+    frame = Store(db).query("SELECT config_hash, count(*) AS n FROM runs WHERE status = 'finished' GROUP BY config_hash")
+    return dict(zip(frame.config_hash, frame.n))
+
+
+def _journal_status(db: Path) -> dict[str, str]:
+    records = db.with_name(db.stem + ".records")
+    return {json.loads(p.read_text())["run_id"]: json.loads(p.read_text())["status"] for p in records.glob("*.json")}
+
+
+@pytest.fixture(scope="module")
+def resumed_sweep(smoke_db, tmp_path_factory):
+    """asg k=64,256,1024 from the smoke database: killed with SIGKILL while its last point runs, then rerun."""
+    db = tmp_path_factory.mktemp("sweep") / "results.duckdb"
+    shutil.copy(smoke_db, db)
+    args = [HARNESS, "sweep", *SWEEP, "--grid", "k=64,256,1024", "--db", str(db)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    first = []
+    for line in proc.stdout:  # the driver prints "started <label>" as it submits each point
+        first.append(line)
+        if line.startswith("started  asg k=1024"):
+            break
+    lease_dir = db.with_name(db.stem + ".records")
+    deadline = time.monotonic() + 120
+    while not list(lease_dir.glob("*.lease")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    statuses = _journal_status(db)
+    status = CliRunner().invoke(app, ["sweep", *SWEEP, "--grid", "k=64,256,1024", "--db", str(db), "--status"])
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    return db, "".join(first), statuses, status, rerun
+
+
+def test_kill_9_loses_no_finished_point_and_the_rerun_runs_only_the_rest(resumed_sweep):
+    db, first, killed_statuses, killed_status, rerun = resumed_sweep
+    assert "4 points (1 baselines), 2 already stored, 2 to run" in first
+    assert sorted(killed_statuses.values()) == ["finished", "running"]  # k=64 done, k=1024 cut off
+    assert killed_status.exit_code == 0, killed_status.output  # read from the database and the journal
+    lines = killed_status.stdout.splitlines()
+    assert lines[0].startswith("sweep: 3/4 done, 0 running, 1 failed, 0 pending; ETA ")  # the dead run is not "running"
+    assert [line.split()[0] for line in lines[1:]] == ["finished", "finished", "finished", "failed"]
+    assert rerun.returncode == 0, rerun.stderr
+    assert "4 points (1 baselines), 3 already stored, 1 to run" in rerun.stderr
+    assert rerun.stderr.count("started  ") == 1 and "started  asg k=1024" in rerun.stderr
+    assert sorted(_finished_hashes(db).values()) == [1, 1, 1, 1]  # every point once, none twice
+    runs = Store(db).query("SELECT status, error FROM runs WHERE status != 'finished'")
+    assert list(runs.status) == ["failed"] and runs.error[0] == "process died before the run finished"
+    status = CliRunner().invoke(app, ["sweep", *SWEEP, "--grid", "k=64,256,1024", "--db", str(db), "--status"])
+    assert status.exit_code == 0, status.output
+    assert status.stdout.splitlines()[0] == "sweep: 4/4 done, 0 running, 0 failed, 0 pending; ETA 0m00s"
+
+
+def test_ray_backend_gives_the_scores_of_the_local_sweep(resumed_sweep, tmp_path):
+    """A 3-point sweep (baseline, asg k=64, k=1024) as Ray tasks on a local Ray instance, on a fresh DB."""
+    pytest.importorskip("ray")
+    local_db, *_ = resumed_sweep
+    db = tmp_path / "ray.duckdb"
+    args = [HARNESS, "sweep", *SWEEP, "--grid", "k=64,1024", "--backend", "ray", "--db", str(db)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 points (1 baselines), 0 already stored, 3 to run on ray" in proc.stderr
+    assert sorted(_finished_hashes(db).values()) == [1, 1, 1]
+    assert not list(db.with_name("ray.records").glob("*.lease"))
+    sql = ("SELECT r.config_hash, s.task, s.language, s.metric, s.value FROM scores s JOIN runs r USING (run_id) "
+           "WHERE r.status = 'finished' ORDER BY ALL")
+    ray_scores = Store(db).query(sql)
+    local_scores = Store(local_db).query(sql)
+    local_scores = local_scores[local_scores.config_hash.isin(set(ray_scores.config_hash))].reset_index(drop=True)
+    assert len(ray_scores) == len(local_scores) > 0
+    assert ray_scores.equals(local_scores)
+
+
+def test_jobs_run_points_in_worker_processes_and_the_driver_ingests(tmp_path):
+    """--jobs 2: two tokenizer-suite points in spawned workers (journal only); the driver writes the DB."""
+    db = tmp_path / "r.duckdb"
+    args = [HARNESS, "sweep", "--adapter", "none", "--suite", "tokenizer", "--model", "minilm", "--profile", "smoke",
+            "--seeds", "0,1", "--jobs", "2", "--device", "cpu", "--db", str(db)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr
+    assert "2 points (2 baselines), 0 already stored, 2 to run on local (2 at a time)" in stderr
+    runs = Store(db).query("SELECT seed, status, pid FROM runs ORDER BY seed")
+    assert list(runs.status) == ["finished", "finished"] and list(runs.seed) == [0, 1]
+    assert proc.pid not in set(runs.pid)  # executed in the workers, not in the driver
