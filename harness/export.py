@@ -89,7 +89,8 @@ def model_card(rec: RunRecord, applied, info: fitcache.FitInfo) -> str:
     lines += [
         "", "The model is the adapter's output on the suite's first task before any fine-tuning.", "",
         "## Load", "", "```python", "import harness", "model, tokenizer = harness.load_compressed(\"DIR\")", "```", "",
-        "lm-eval: `lm_eval --model compressed --model_args pretrained=DIR --tasks ...`; "
+        "lm-eval: `harness-lm-eval --model compressed --model_args pretrained=DIR --tasks ...` (lm-eval's CLI with the "
+        "type registered), or `import harness.lm_eval_model` before `lm_eval.simple_evaluate(model=\"compressed\", ...)`; "
         "MTEB: `harness.mteb_model.load(\"DIR\")`.", "",
     ]
     return "\n".join(lines)

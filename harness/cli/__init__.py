@@ -6,7 +6,11 @@ import os
 
 import typer
 
+<<<<<<< HEAD
 from harness.cli import export, leaderboard, listing, reference, results, run
+=======
+from harness.cli import bench, leaderboard, listing, reference, results, run
+>>>>>>> main
 
 app = typer.Typer(
     name="harness",
@@ -21,8 +25,12 @@ app.add_typer(listing.list_app, name="list")
 app.command("show")(listing.show)
 app.command("leaderboard")(leaderboard.leaderboard)
 app.add_typer(reference.reference_app, name="reference")
+<<<<<<< HEAD
 app.command("export")(export.export)
 app.add_typer(export.cache_app, name="cache")
+=======
+app.command("bench")(bench.bench)
+>>>>>>> main
 
 
 def main() -> None:
