@@ -6,11 +6,7 @@ import os
 
 import typer
 
-<<<<<<< HEAD
-from harness.cli import export, leaderboard, listing, reference, results, run
-=======
-from harness.cli import bench, leaderboard, listing, reference, results, run
->>>>>>> main
+from harness.cli import bench, export, leaderboard, listing, reference, results, run
 
 app = typer.Typer(
     name="harness",
@@ -25,12 +21,9 @@ app.add_typer(listing.list_app, name="list")
 app.command("show")(listing.show)
 app.command("leaderboard")(leaderboard.leaderboard)
 app.add_typer(reference.reference_app, name="reference")
-<<<<<<< HEAD
+app.command("bench")(bench.bench)
 app.command("export")(export.export)
 app.add_typer(export.cache_app, name="cache")
-=======
-app.command("bench")(bench.bench)
->>>>>>> main
 
 
 def main() -> None:
