@@ -3,7 +3,8 @@ and rerun that asks for the same fit.
 
 The key is what determines the fitted modules: the model and its revision, the head the adapter
 acts on, the adapter with its config and budget, the fit corpora's sha256, the seed, and the code
-version (sha256 of the adapter's source file and of the harness modules that save and rebuild).
+version (sha256 of the adapter's source file, of the harness modules it uses directly, and of the
+modules that save and rebuild it; a change deeper down, e.g. in a library, does not refit).
 An ``after_finetune`` adapter, or one fitted on the suite's training texts, fits on what the suite
 made, so its key also holds the suite, its config, recipe and data, and the task.
 
@@ -21,6 +22,7 @@ import inspect
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,10 +57,15 @@ def _sha256_file(path: str | None) -> str:
 
 
 def code_version(adapter_cls: type[Adapter]) -> str:
-    """sha256 of the adapter's source file and of the harness modules that save and rebuild it."""
-    from harness import adapter
-
-    files = [inspect.getsourcefile(adapter_cls), inspect.getsourcefile(saved), inspect.getsourcefile(adapter)]
+    """sha256 of the adapter's source file, of the harness modules it uses directly (kmeans,
+    senses, vocab ...) and of the harness modules that save and rebuild it."""
+    module = inspect.getmodule(adapter_cls)
+    names = {module.__name__, saved.__name__, Adapter.__module__}
+    for value in vars(module).values():
+        owner = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+        if isinstance(owner, str) and owner.startswith("harness."):
+            names.add(owner)
+    files = [getattr(sys.modules.get(name), "__file__", None) for name in sorted(names)]
     return hashlib.sha256("".join(_sha256_file(f) for f in files).encode()).hexdigest()[:16]
 
 
