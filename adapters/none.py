@@ -17,6 +17,7 @@ class NoneConfig:
 class NoneAdapter(Adapter):
     name = "none"
     config_class = NoneConfig
+    cacheable = False
 
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
         return model

@@ -183,6 +183,7 @@ class Adapter(ABC):
     * ``needs_teacher``: a frozen copy of the model it receives arrives as ``fit.teacher``.
     * ``stage``: ``before_finetune`` (the default) or ``after_finetune``.
     * ``kinds``: the model kinds it supports (``encoder``, ``decoder``).
+    * ``cacheable``: whether its fit is worth keeping in the fit cache (:mod:`harness.fitcache`).
 
     Contract of ``compress(model, fit)``: replace the model's token-embedding modules in place (or
     build a new model with the same task-facing interface) and return it, or a :class:`Compressed`
@@ -203,6 +204,7 @@ class Adapter(ABC):
     needs_teacher: ClassVar[bool] = False
     stage: ClassVar[Stage] = "before_finetune"
     kinds: ClassVar[tuple[str, ...]] = ("encoder", "decoder")
+    cacheable: ClassVar[bool] = True  # False: nothing is fitted, so the fit cache keeps no copy (harness.fitcache)
 
     def __init__(self, config: Any | None = None):
         self.config = config if config is not None else self.config_class()
@@ -217,6 +219,22 @@ class Adapter(ABC):
     @abstractmethod
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module | Compressed:
         """Replace the embedding modules of ``model`` (see the class docstring)."""
+
+    @classmethod
+    def rebuild(cls, model: nn.Module, saved: Any, derived: Mapping[str, torch.Tensor], config: Any) -> nn.Module:
+        """Put this adapter's modules back into ``model``, the bare architecture built from a saved
+        compressed model's config (:mod:`harness.saved`), with empty tensors the caller then loads.
+
+        ``saved.modules`` describes the modules ``compress`` built (class, plain attributes, tensor
+        shapes, children); ``derived`` holds their non-persistent buffers; ``config`` is the adapter
+        config they were fitted with. The default rebuilds them from that description, importing
+        classes only from torch, transformers, the harness and this adapter's own package, and calls
+        ``reattach(model)`` on each module that defines it (a forward hook). An adapter whose modules
+        hold state that is not a tensor or a plain value overrides this."""
+        from harness.saved import restore_modules
+
+        allowed = ("torch", "transformers", "harness", cls.__module__.split(".")[0])
+        return restore_modules(model, saved.modules, dict(derived), allowed)
 
     def apply(self, model: nn.Module, fit: FitContext) -> Applied:
         """``compress`` plus the compression report (parameters and bytes counted before and after)."""

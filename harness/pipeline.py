@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 from torch import nn
 from transformers import set_seed
 
+from harness import fitcache
 from harness.adapter import Adapter, Applied, FitContext, ProgressFn
 from harness.measure.efficiency import measure
 from harness.plan import Plan
@@ -116,22 +116,14 @@ class Pipeline:
         """Apply the adapter; the first time, also record its report and time the model beside a copy."""
         first = self.out.compression is None
         base = copy.deepcopy(model) if first and self.adapter.name != "none" else None
-        teacher = copy.deepcopy(model).eval().requires_grad_(False) if self.adapter.needs_teacher else None
-        fit = FitContext(
-            profile=self.spec.profile, seed=self.spec.seed, device=self.p.device, workdir=self.workdir / "fit",
-            tokenizer=tokenizer, corpora=self._fit_corpora(task, data), budget=self.p.adapter_budget, teacher=teacher,
-            progress=self.progress,
-        )
         self.progress("fit adapter", 0, 1)
-        start = time.perf_counter()
-        applied: Applied = self.adapter.apply(model, fit)
-        seconds = time.perf_counter() - start
+        applied, cached = self.fit(model, tokenizer, task, data)
+        seconds = cached.load_seconds if cached.reused else cached.fit_seconds
         self.progress("fit adapter", 1, 1)
-        del teacher, fit  # the teacher is freed before timing and training
         applied.model.to(self.p.device)
         if first:
             self.out.compression = applied.report
-            self.out.fit = FitReport(seconds, applied.details)
+            self.out.fit = FitReport(seconds, {**applied.details, **cached.details()})
             self.tokenizer = applied.tokenizer
             self.out.efficiency = self._timed("efficiency", lambda: self._efficiency(applied.model, base))
             if base is not None and self.p.suite.wants_reference:
@@ -140,7 +132,22 @@ class Pipeline:
             self.out.fit = dataclasses.replace(self.out.fit, seconds=self.out.fit.seconds + seconds)
         return applied.model, applied.tokenizer
 
-    def _fit_corpora(self, task: Task, data: SuiteData) -> dict[str, corpora.Corpus]:
+    def fit(self, model: nn.Module, tokenizer: Any, task: Task, data: SuiteData | None) -> tuple[Applied, fitcache.FitInfo]:
+        """The adapter applied to ``model``: from the fit cache when an intact entry exists, else
+        fitted now (the teacher lives only while it fits) and saved there. ``data`` is needed only
+        by adapters that fit on the suite's training texts."""
+
+        def fit() -> Applied:
+            teacher = copy.deepcopy(model).eval().requires_grad_(False) if self.adapter.needs_teacher else None
+            return self.adapter.apply(model, FitContext(
+                profile=self.spec.profile, seed=self.spec.seed, device=self.p.device, workdir=self.workdir / "fit",
+                tokenizer=tokenizer, corpora=self._fit_corpora(task, data), budget=self.p.adapter_budget, teacher=teacher,
+                progress=self.progress,
+            ))
+
+        return fitcache.fitted(fitcache.key(self.spec, self.adapter, task.head, task.name), fit, self.adapter.cacheable)
+
+    def _fit_corpora(self, task: Task, data: SuiteData | None) -> dict[str, corpora.Corpus]:
         """The declared corpora: read once from the data directory; ``task_train`` from the suite, per task."""
         if self._corpora is None:
             self._corpora = {name: corpora.load(name, self.p.data_dir) for name in self.adapter.corpora() if name != corpora.TASK_TRAIN}

@@ -299,6 +299,10 @@ class SenseDictionary(nn.Module, TokenStorage):
         on the model's backbone swaps its last hidden state for senses, recomputing a first-token
         pooler (BERT's) from the swapped states, so every head downstream reads senses."""
         model.sense_dictionary = self
+        self.reattach(model)
+
+    def reattach(self, model: nn.Module) -> None:
+        """The forward hook alone: what :mod:`harness.saved` reinstalls after rebuilding a saved model."""
         backbone_of(model).register_forward_hook(self._swap, with_kwargs=True)
 
     def _swap(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:

@@ -4,6 +4,7 @@ and efficiency ratios. DataFrames in, DataFrames out; no I/O."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -150,3 +151,16 @@ def efficiency_table(eff: pd.DataFrame) -> pd.DataFrame:
     """One row per run: latency, throughput, memory and their ratios to the baseline's."""
     rows = with_ratios(eff).assign(config=eff.config.map(config_label))
     return rows[list(EFFICIENCY_COLUMNS)].rename(columns=EFFICIENCY_COLUMNS)
+
+
+def export_command(run_id: str) -> str:
+    """The shell command that writes run ``run_id``'s compressed model for lm-eval, MTEB and
+    ``harness.load_compressed`` (``harness export``)."""
+    return f"harness export {run_id} --out exported/{run_id}"
+
+
+def parquet_bytes(rows: pd.DataFrame) -> bytes:
+    """The table as a Parquet file (pyarrow), for download."""
+    buffer = io.BytesIO()
+    rows.to_parquet(buffer, index=False)
+    return buffer.getvalue()

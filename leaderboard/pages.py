@@ -83,7 +83,9 @@ def table(data: Snapshot, failed: int) -> None:
     for suite, part in rows.groupby("suite", sort=False):
         st.subheader(suite)
         st.dataframe(part.drop(columns="suite"), hide_index=True, column_config=TABLE_FORMATS, key=_key("table", suite))
+    st.caption("Downloads hold the rows shown (the sidebar's filters applied).")
     st.download_button("Download CSV", rows.to_csv(index=False), file_name="leaderboard.csv", mime="text/csv")
+    st.download_button("Download Parquet", frames.parquet_bytes(rows), file_name="leaderboard.parquet", mime="application/vnd.apache.parquet")
     if failed:
         st.caption(f"{failed} failed run(s) are not in the table; the Run detail tab shows their errors.")
 
@@ -129,6 +131,9 @@ def run_detail(data: Snapshot, load: Callable[[str], RunRecord]) -> None:
     }
     record = load(run_ids[st.selectbox("Run (newest first)", list(run_ids))])
     _status(record)
+    if record.status == "finished":
+        st.markdown("**Export** (the compressed model for `harness.load_compressed`, lm-eval and MTEB)")
+        st.code(frames.export_command(record.run_id), language="bash")
     left, right = st.columns(2)
     with left:
         st.markdown("**Configuration**")

@@ -1,6 +1,7 @@
 """Protocol: lm-eval tasks on a compressed model object, through lm-eval's own HFLM client.
 
-* The model goes to lm-eval as ``HFLM(pretrained=<model object>, tokenizer=<tokenizer object>)``.
+* The model goes to lm-eval as ``CompressedLM(pretrained=<model object>, tokenizer=<tokenizer object>)``,
+  the HFLM subclass registered as lm-eval's ``compressed`` model type (:mod:`harness.lm_eval_model`).
   HFLM calls ``tie_weights()``; adapters clear the tie flag when they replace the output head
   (``harness.adapter.untie``), so the compressed head survives.
 * Tasks are lm-eval YAML files under ``suites/lm_eval_tasks/<folder>/``. They only look up
@@ -102,11 +103,11 @@ def run_tasks(
     Few-shot examples are drawn with ``ctx.seed`` from each task's training split.
     """
     import lm_eval
-    from lm_eval.models.huggingface import HFLM
+    from harness.lm_eval_model import CompressedLM
     from lm_eval.tasks import TaskManager
 
     model.eval().to(ctx.device)
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length)
+    lm = CompressedLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length, device=ctx.device)
     manager = TaskManager(include_path=str(include_path), include_defaults=False)
     ctx.progress("lm-eval", 0, 1)
     out = lm_eval.simple_evaluate(

@@ -16,8 +16,9 @@ os.environ.setdefault("HARNESS_DATA_DIR", str(REPO.parent / "shared" / "data"))
 
 @pytest.fixture(autouse=True)
 def _private_db(tmp_path, monkeypatch):
-    """Tests never write the committed results.duckdb."""
+    """Tests never write the committed results.duckdb, nor the user's fit cache."""
     monkeypatch.setenv("HARNESS_DB", str(tmp_path / "results.duckdb"))
+    monkeypatch.setenv("HARNESS_FIT_CACHE", "off")  # tests that exercise the fit cache point it at tmp_path
 
 
 @pytest.fixture(scope="session")

@@ -125,6 +125,22 @@ def test_table_equals_harness_results_json(leaderboard_db, monkeypatch):
     assert at.get("download_button")
 
 
+def test_downloads_hold_the_table_and_run_detail_shows_the_export_command(leaderboard_db, monkeypatch):
+    import io
+
+    from harness.leaderboard.frames import parquet_bytes
+
+    at = _render(leaderboard_db, monkeypatch)
+    table = next(df.value for df in at.dataframe if "%Base" in df.value.columns)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Download CSV", "Download Parquet"]
+    back = pd.read_parquet(io.BytesIO(parquet_bytes(table)))
+    pd.testing.assert_frame_equal(back, table.reset_index(drop=True))
+    shown = at.selectbox[0].value
+    commands = [c.value for c in at.code]
+    assert [f"harness export {shown.split(' · ')[0]} --out exported/{shown.split(' · ')[0]}"] == commands
+
+
 @pytest.mark.parametrize("kind", ["missing", "empty file", "papers only"])
 def test_first_run_message(kind, tmp_path, monkeypatch):
     db = tmp_path / "results.duckdb"

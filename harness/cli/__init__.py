@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from harness.cli import bench, leaderboard, listing, reference, results, run, sweep
+from harness.cli import bench, export, leaderboard, listing, reference, results, run, sweep
 
 app = typer.Typer(
     name="harness",
@@ -23,6 +23,8 @@ app.command("show")(listing.show)
 app.command("leaderboard")(leaderboard.leaderboard)
 app.add_typer(reference.reference_app, name="reference")
 app.command("bench")(bench.bench)
+app.command("export")(export.export)
+app.add_typer(export.cache_app, name="cache")
 
 
 def main() -> None:

@@ -83,6 +83,14 @@ class MeanPooledClassifier(nn.Module):
         nn.init.normal_(self.classifier.weight, std=getattr(self.config, "initializer_range", 0.02))
         nn.init.zeros_(self.classifier.bias)
 
+    @classmethod
+    def from_config(cls, config) -> "MeanPooledClassifier":
+        """A freshly initialised classifier of ``config`` (labels or regression as it says): what
+        :mod:`harness.saved` rebuilds before loading saved tensors."""
+        if config.problem_type == "regression":
+            return cls(AutoModel.from_config(config), Head("regression"))
+        return cls(AutoModel.from_config(config), Head("sequence_classification", tuple(config.id2label[i] for i in range(config.num_labels))))
+
     def get_input_embeddings(self) -> nn.Module:
         return self.encoder.get_input_embeddings()
 

@@ -1,0 +1,181 @@
+"""The fit cache: an adapter fitted once is saved (:mod:`harness.saved`) and reused by every suite
+and rerun that asks for the same fit.
+
+The key is what determines the fitted modules: the model and its revision, the head the adapter
+acts on, the adapter with its config and budget, the fit corpora's sha256, the seed, and the code
+version (sha256 of the adapter's source file, of the harness modules it uses directly, and of the
+modules that save and rebuild it; a change deeper down, e.g. in a library, does not refit).
+An ``after_finetune`` adapter, or one fitted on the suite's training texts, fits on what the suite
+made, so its key also holds the suite, its config, recipe and data, and the task.
+
+Entries live in ``$HARNESS_FIT_CACHE`` (default ``$HARNESS_CACHE_DIR/fits``; ``off`` disables the
+cache), one folder per key digest, written under a temporary name and renamed when complete. Its
+``manifest.json`` holds the key, the original fit's seconds and every file's sha256; an entry whose
+files do not match (a partial copy, a flipped byte) is deleted and fitted again, never loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from harness import saved
+from harness.adapter import Adapter, Applied
+from harness.results.records import CompressionReport, RunSpec
+from harness.sources import corpora
+from harness.sources.models import cache_dir
+from harness.suite import Head
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class FitInfo:
+    """How a run got its fitted adapter: reused from the cache or fitted now, and the fit's seconds
+    (the original fit's when reused) and the seconds spent loading the entry."""
+
+    reused: bool
+    fit_seconds: float
+    load_seconds: float = 0.0
+    key: str | None = None  # the cache entry's digest; None when the cache is off
+
+    def details(self) -> dict[str, Any]:
+        return {"fit_cache": dataclasses.asdict(self)}
+
+
+def _sha256_file(path: str | None) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] if path else "unknown"
+
+
+def code_version(adapter_cls: type[Adapter]) -> str:
+    """sha256 of the adapter's source file, of the harness modules it uses directly (kmeans,
+    senses, vocab ...) and of the harness modules that save and rebuild it."""
+    module = inspect.getmodule(adapter_cls)
+    names = {module.__name__, saved.__name__, Adapter.__module__}
+    for value in vars(module).values():
+        owner = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+        if isinstance(owner, str) and owner.startswith("harness."):
+            names.add(owner)
+    files = [getattr(sys.modules.get(name), "__file__", None) for name in sorted(names)]
+    return hashlib.sha256("".join(_sha256_file(f) for f in files).encode()).hexdigest()[:16]
+
+
+def key(spec: RunSpec, adapter: Adapter, head: Head, task: str) -> dict[str, Any]:
+    """The cache key of ``adapter``'s fit in the run ``spec`` on the task ``task`` with ``head``."""
+    out = {
+        "model": spec.model, "model_revision": spec.model_revision, "head": dataclasses.asdict(head),
+        "adapter": spec.adapter, "adapter_config": spec.adapter_config, "adapter_budget": spec.adapter_budget,
+        "fit_data": spec.fit_data, "seed": spec.seed, "code": code_version(type(adapter)),
+    }
+    if adapter.stage == "after_finetune" or corpora.TASK_TRAIN in adapter.corpora():
+        out["suite"] = {"name": spec.suite, "config": spec.suite_config, "recipe": spec.recipe, "data": spec.data, "task": task}
+    return out
+
+
+def digest(k: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(k, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def root() -> Path | None:
+    """The cache folder, or None when ``HARNESS_FIT_CACHE=off``."""
+    value = os.environ.get("HARNESS_FIT_CACHE", "")
+    if value.lower() in ("off", "0", "false", "no"):
+        return None
+    return Path(value) if value else cache_dir() / "fits"
+
+
+@dataclass(frozen=True)
+class Entry:
+    digest: str
+    path: Path
+    key: dict[str, Any]
+    fit_seconds: float
+    created: str
+    size_bytes: int
+
+
+class FitCache:
+    """Fitted adapters on disk, one verified folder per key."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def get(self, k: dict[str, Any]) -> tuple[Applied, float] | None:
+        """The cached fit of ``k`` and its original fit seconds; None when absent or corrupt (deleted)."""
+        entry = self.folder / digest(k)
+        manifest = entry / MANIFEST
+        if not manifest.is_file():
+            return None
+        files = saved.checksums(entry)
+        files.pop(MANIFEST)
+        try:
+            info = json.loads(manifest.read_text(encoding="utf-8"))
+            intact = info["key"] == json.loads(json.dumps(k, default=str)) and info["files"] == files
+        except (ValueError, KeyError):
+            intact = False
+        if not intact:
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        model, tokenizer, s = saved.load(entry)
+        return Applied(model, tokenizer, CompressionReport(**s.report), s.details), info["fit_seconds"]
+
+    def put(self, k: dict[str, Any], applied: Applied, fit_seconds: float) -> Path:
+        """Save ``applied`` under ``k`` (written aside, then renamed: readers never see a partial entry)."""
+        final = self.folder / digest(k)
+        temp = self.folder / f".{digest(k)}.{os.getpid()}.tmp"
+        shutil.rmtree(temp, ignore_errors=True)
+        saved.save(temp, applied.model, applied.tokenizer, k["adapter"], k["adapter_config"],
+                   dataclasses.asdict(applied.report), applied.details, {"key": k})
+        manifest = {"key": k, "fit_seconds": fit_seconds, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": saved.checksums(temp)}
+        (temp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
+        if (final / MANIFEST).is_file():  # another process finished the same fit first
+            shutil.rmtree(temp)
+            return final
+        shutil.rmtree(final, ignore_errors=True)  # a partial entry left by a killed process
+        temp.rename(final)
+        return final
+
+    def entries(self) -> list[Entry]:
+        out = []
+        for manifest in sorted(self.folder.glob(f"*/{MANIFEST}")):
+            info = json.loads(manifest.read_text(encoding="utf-8"))
+            size = sum(f.stat().st_size for f in manifest.parent.iterdir() if f.is_file())
+            out.append(Entry(manifest.parent.name, manifest.parent, info["key"], info["fit_seconds"], info["created"], size))
+        return out
+
+    def clear(self, digests: list[str] | None = None) -> int:
+        """Delete the given entries (all when None, with partial ones); returns how many were removed."""
+        targets = [self.folder / d for d in digests] if digests else list(self.folder.glob("*")) if self.folder.exists() else []
+        removed = 0
+        for path in targets:
+            if path.is_dir():
+                shutil.rmtree(path)
+                removed += 1
+        return removed
+
+
+def fitted(k: dict[str, Any], fit: Callable[[], Applied], cacheable: bool = True) -> tuple[Applied, FitInfo]:
+    """``fit()``'s result, taken from the cache when an intact entry of ``k`` exists, else fitted
+    now (and saved when the cache is on and the adapter is ``cacheable``)."""
+    folder = root()
+    cache = FitCache(folder) if folder is not None and cacheable else None
+    if cache is not None:
+        start = time.perf_counter()
+        hit = cache.get(k)
+        if hit is not None:
+            return hit[0], FitInfo(True, hit[1], time.perf_counter() - start, digest(k))
+    start = time.perf_counter()
+    applied = fit()
+    seconds = time.perf_counter() - start
+    if cache is not None:
+        cache.put(k, applied, seconds)
+    return applied, FitInfo(False, seconds, 0.0, digest(k) if cache is not None else None)
