@@ -60,7 +60,7 @@ def fitted_model(p: Plan, progress: ProgressFn = no_progress):
         return hit[0], fitcache.FitInfo(True, hit[1])
     set_seed(p.spec.seed)
     model, tokenizer = models.load(p.model_ref, task.head)
-    data = p.suite.prepare(p.data_dir, p.suite_config) if corpora.TASK_TRAIN in p.adapter.corpora() else None
+    data = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget) if corpora.TASK_TRAIN in p.adapter.corpora() else None
     with tempfile.TemporaryDirectory(prefix="harness-export-") as workdir:
         return Pipeline(p, p.spec, p.adapter, Path(workdir), progress).fit(model, tokenizer, task, data)
 

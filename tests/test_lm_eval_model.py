@@ -21,7 +21,7 @@ def sst2_tasks(tmp_path, data_dir):
     from lm_eval.tasks import TaskManager
 
     suite = SUITES.get("lm_eval")()
-    sst2 = suite.prepare(data_dir, suite.config_class()).splits["sst2"]
+    sst2 = suite.prepare(data_dir, suite.config_class(tasks="sst2"), suite.budgets.smoke).splits["sst2"]
     path = write_jsonl(tmp_path / "sst2.jsonl", ({"sentence": s, "label": int(y)} for s, y in zip(sst2.text[:6], sst2.label[:6])))
     return TaskManager(include_path=str(render_tasks(["sst2"], tmp_path, {"sst2.jsonl": path})), include_defaults=False)
 
