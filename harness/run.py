@@ -87,7 +87,7 @@ class RunOutcome:
 def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progress) -> list[RunOutcome]:
     """Run (or reuse) the baseline, then the requested method; returns both outcomes."""
     p = plan(request)
-    store.ingest()  # before any read: records left by earlier runs, dead runs marked failed, an older schema upgraded
+    store.upgrade()  # an older schema is brought up to date before anything reads it
     data = _LazyData(p)
     outcomes = [_ensure(p, p.spec.baseline(), ADAPTERS.get("none")(), None, data, store, progress)]
     if p.spec.adapter != "none":

@@ -139,8 +139,10 @@ def test_a_schema_v2_database_is_upgraded_by_a_writer_and_refused_by_a_reader(tm
     store = Store(path)
     with pytest.raises(StoreError, match=r"schema v2 .*harness reference load --db"):
         store.query("SELECT * FROM scores")
+    store.upgrade()  # harness run's first step, so that its reads (reuse, baselines) work
+    assert store.query("SELECT value FROM meta").value.tolist() == ["3"] and store.query("SELECT * FROM scores").empty
     rec = _record("a")
-    store.start(rec)  # a writer upgrades in place
+    store.start(rec)
     store.save(dataclasses.replace(_finished(rec), scores=[Score("xnli", "en", "test", "accuracy", 0.5, setting="zero-shot")]))
     assert store.load("a").scores[0].setting == "zero-shot"
     assert store.query("SELECT value FROM meta").value.tolist() == ["3"]

@@ -203,6 +203,18 @@ class Store:
             return False
         return ingested is not None and rec.run_id in ingested
 
+    def upgrade(self) -> None:
+        """Bring a database of an older schema version up to this one in place (a writer's first
+        step, so that its reads work); a database of this version, or none, is left untouched."""
+        if not self.path.exists():
+            return
+        with self._connect(read_only=True) as con:
+            tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() if "meta" in tables else None
+        if row is not None and int(row[0]) < SCHEMA_VERSION:
+            with self._write():
+                pass
+
     def ingest(self) -> list[str] | None:
         """Ingest every pending journal record and mark runs of dead processes failed, in one
         transaction; returns the run ids ingested, or None when another process holds the database."""
