@@ -21,6 +21,7 @@ from harness.adapters.asg import AsgAdapter, AsgConfig, ConceptEmbedding, Concep
 
 from harness.adapter import FitContext
 from harness.sources import models
+from harness.sources.heads import Head
 
 
 def _time(fn, device: str, inner: int) -> float:
@@ -55,8 +56,9 @@ def paired(base_fn, method_fn, device: str, repeats: int, inner: int) -> dict:
 
 
 def encoder_forward(device: str, repeats: int, batch: int = 32, seq_len: int = 128) -> dict:
-    base, _ = models.load(models.resolve("minilm"), "base")
-    asg, report = AsgAdapter(AsgConfig(k=512, m=48)).apply(copy.deepcopy(base), FitContext(seed=0))
+    base, _ = models.load(models.resolve("minilm"), Head("base"))
+    applied = AsgAdapter(AsgConfig(k=512, m=48)).apply(copy.deepcopy(base), FitContext(seed=0))
+    asg, report = applied.model, applied.report
     base, asg = base.eval().to(device), asg.eval().to(device)
     ids = torch.randint(0, base.config.vocab_size, (batch, seq_len), device=device)
     mask = torch.ones_like(ids)

@@ -22,6 +22,7 @@ from harness.adapters.asg import AsgAdapter, AsgConfig
 from harness.adapter import FitContext
 from harness.measure.efficiency import decode_latency, model_bytes
 from harness.sources import models
+from harness.sources.heads import Head
 
 
 def measure_pairs(base, asg, device: str, pairs: int, new_tokens: int) -> dict:
@@ -54,8 +55,9 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/out/decode_speed.json"))
     args = parser.parse_args()
-    base, _ = models.load(models.resolve("smollm2"), "causal_lm")
-    asg, report = AsgAdapter(AsgConfig(k=args.k, m=args.m)).apply(copy.deepcopy(base), FitContext(seed=0))
+    base, _ = models.load(models.resolve("smollm2"), Head("causal_lm"))
+    applied = AsgAdapter(AsgConfig(k=args.k, m=args.m)).apply(copy.deepcopy(base), FitContext(seed=0))
+    asg, report = applied.model, applied.report
     results = {
         "device": args.device,
         "torch_threads": torch.get_num_threads(),

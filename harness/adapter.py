@@ -3,22 +3,33 @@
 An adapter takes a base transformers model and returns a model that keeps the transformers
 interface (``get_input_embeddings``, ``get_output_embeddings``, ``forward``, ``tie_weights``), so
 the same object goes to HF Trainer, lm-eval's HFLM and an MTEB encoder, plus a
-:class:`CompressionReport`.
+:class:`CompressionReport`. What an adapter needs beyond the model it declares as data: its fit
+corpora, whether it needs the teacher, its budget per profile and the stage at which it acts; the
+runner reads those and fills a :class:`FitContext`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Literal, Mapping
 
 import torch
 from torch import nn
 
+from harness.budgets import Budgets
+from harness.errors import ConfigError
 from harness.results.records import CompressionReport, EmbeddingFootprint
+from harness.sources.corpora import Corpus
 
 ProgressFn = Callable[[str, int, int], None]
-"""``progress(label, done, total)``: how an adapter reports fitting progress."""
+"""``progress(label, done, total)``: how adapters and suites report progress."""
+
+Stage = Literal["before_finetune", "after_finetune"]
+"""When an adapter acts: on the loaded model before the suite fine-tunes it (table replacement), or
+on the fine-tuned model before the suite scores it (a drop-in such as paper 004's sense dictionary).
+For suites that do not fine-tune, both are the same point."""
 
 
 def no_progress(label: str, done: int, total: int) -> None:
@@ -28,16 +39,57 @@ def no_progress(label: str, done: int, total: int) -> None:
 
 @dataclass(frozen=True)
 class FitContext:
-    """What the runner hands an adapter for fitting: the seed, the device and a progress callback.
+    """What the runner hands an adapter for fitting. Fitting data comes from here, never from a
+    hard-coded path.
 
-    Methods that need fitting data (contextual vectors, distillation text) get it here, never from
-    a hard-coded path.
+    ``teacher`` is a frozen copy (eval mode, no gradients) of the model as the adapter receives it
+    (the unchanged model; for ``after_finetune`` adapters the fine-tuned one), built only for adapters
+    that declare ``needs_teacher`` and freed after fitting. ``corpora`` holds exactly the corpora the
+    adapter declared. ``budget`` is the adapter's budget for this profile (None without budgets).
     """
 
+    profile: str = "smoke"
     seed: int = 0
     device: str = "cpu"
+    workdir: Path | None = None
+    tokenizer: Any = None
+    corpora: Mapping[str, Corpus] = field(default_factory=dict)
+    budget: Any = None
+    teacher: nn.Module | None = field(default=None, compare=False)
     threads: int = 0  # 0 = library default
     progress: ProgressFn = field(default=no_progress, compare=False)
+
+    def corpus(self, name: str) -> Corpus:
+        if name not in self.corpora:
+            declared = ", ".join(self.corpora) or "none"
+            raise ConfigError(f"fit corpus '{name}' was not declared by the adapter (declared: {declared}); add it to corpora()")
+        return self.corpora[name]
+
+
+@dataclass
+class Compressed:
+    """What ``compress`` returns when it changes more than the model's modules."""
+
+    model: nn.Module
+    tokenizer: Any = None              # a changed tokenizer; None = unchanged. Everything after the adapter uses it
+    vocab_size: int | None = None      # rows the compressed model stores or composes a vector for; None = unchanged
+    freed_slots: int = 0               # vocabulary slots freed (report)
+    details: dict[str, Any] = field(default_factory=dict)  # the method's facts, stored with the run
+
+
+@dataclass
+class Applied:
+    """An adapter's result as the runner uses it."""
+
+    model: nn.Module
+    tokenizer: Any
+    report: CompressionReport
+    details: dict[str, Any]
+
+
+class TokenStorage:
+    """Marker for modules that hold per-token state outside the input/output embeddings (a sense
+    dictionary after the last layer): :func:`footprint` counts them as embedding storage."""
 
 
 def _embedding_modules(model: nn.Module) -> list[nn.Module]:
@@ -45,6 +97,7 @@ def _embedding_modules(model: nn.Module) -> list[nn.Module]:
     out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if out is not None:
         modules.append(out)
+    modules += [m for m in model.modules() if isinstance(m, TokenStorage)]
     return modules
 
 
@@ -53,7 +106,8 @@ def footprint(model: nn.Module) -> EmbeddingFootprint:
 
     Tied input/output weights count once. Storage is what ``state_dict`` holds: parameters plus
     persistent buffers (ConceptID maps, index tables, quantized tables). Position and token-type
-    tables are not token embeddings and are left out.
+    tables are not token embeddings and are left out; modules marked :class:`TokenStorage` (a sense
+    dictionary) are counted in.
 
     A module whose values are not ``nn.Parameter``s (a quantized table held in integer buffers)
     reports their number with a method ``stored_values() -> int``; it is counted instead of that
@@ -119,13 +173,23 @@ class Adapter(ABC):
     """A compressed-embedding method.
 
     Subclasses set ``name`` and ``config_class`` (a frozen dataclass validated in
-    ``__post_init__``) and implement :meth:`compress`.
+    ``__post_init__``) and implement :meth:`compress`. What else they need they declare:
 
-    Contract of ``compress(model, fit)``: replace the model's token-embedding modules in place and
-    return the model. Afterwards ``get_input_embeddings()(ids)`` still maps ``(B, T)`` ids to
-    ``(B, T, D)`` vectors, ``forward`` keeps its signature, ``get_output_embeddings()`` (if the
-    model had one) maps ``(..., D)`` hidden states to ``(..., V)`` logits, and ``tie_weights()``
-    does not undo the change. Fixed id maps must be persistent buffers so that storage counts them.
+    * ``budgets``: a :class:`~harness.budgets.Budgets` table of the adapter's own budget dataclass
+      (fit texts, steps, lr, batch ...) per profile; the selected entry is ``fit.budget`` and part of
+      the run's identity, and ``harness list adapters`` shows the table.
+    * :meth:`corpora`: names of the fit corpora it reads (:mod:`harness.sources.corpora`).
+    * ``needs_teacher``: a frozen copy of the model it receives arrives as ``fit.teacher``.
+    * ``stage``: ``before_finetune`` (the default) or ``after_finetune``.
+    * ``kinds``: the model kinds it supports (``encoder``, ``decoder``).
+
+    Contract of ``compress(model, fit)``: replace the model's token-embedding modules in place (or
+    build a new model with the same task-facing interface) and return it, or a :class:`Compressed`
+    when the tokenizer or vocabulary changes too. Afterwards ``get_input_embeddings()(ids)`` still
+    maps ``(B, T)`` ids to ``(B, T, D)`` vectors, ``forward`` keeps its signature,
+    ``get_output_embeddings()`` (if the model had one) maps ``(..., D)`` hidden states to
+    ``(..., V)`` logits, and ``tie_weights()`` does not undo the change. Fixed id maps must be
+    persistent buffers so that storage counts them.
 
     Example: ASG with k=4, m=2 on a 10x8 table replaces ``nn.Embedding(10, 8)`` with a module
     holding a (2*4, 4) codebook parameter and a (10, 2) uint8 ConceptID buffer: embedding params
@@ -134,18 +198,33 @@ class Adapter(ABC):
 
     name: ClassVar[str]
     config_class: ClassVar[type]
+    budgets: ClassVar[Budgets | None] = None
+    needs_teacher: ClassVar[bool] = False
+    stage: ClassVar[Stage] = "before_finetune"
+    kinds: ClassVar[tuple[str, ...]] = ("encoder", "decoder")
 
     def __init__(self, config: Any | None = None):
         self.config = config if config is not None else self.config_class()
+
+    def corpora(self) -> tuple[str, ...]:
+        """Names of the fit corpora this configuration reads (``wikitext2_train``, ``c4_sample``, a hub id)."""
+        return ()
 
     def check(self, vocab_size: int, hidden_size: int) -> None:
         """Validate the config against the model's table shape before any work (raise ConfigError)."""
 
     @abstractmethod
-    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
+    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module | Compressed:
         """Replace the embedding modules of ``model`` (see the class docstring)."""
 
-    def apply(self, model: nn.Module, fit: FitContext) -> tuple[nn.Module, CompressionReport]:
+    def apply(self, model: nn.Module, fit: FitContext) -> Applied:
+        """``compress`` plus the compression report (parameters and bytes counted before and after)."""
         before = footprint(model)
-        model = self.compress(model, fit)
-        return model, CompressionReport.between(before, footprint(model))
+        vocab_before = getattr(model.get_input_embeddings(), "num_embeddings", None)
+        out = self.compress(model, fit)
+        if not isinstance(out, Compressed):
+            out = Compressed(out)
+        tokenizer = out.tokenizer if out.tokenizer is not None else fit.tokenizer
+        vocab_after = out.vocab_size if out.vocab_size is not None else vocab_before
+        report = CompressionReport.between(before, footprint(out.model), vocab_before, vocab_after, out.freed_slots)
+        return Applied(out.model, tokenizer, report, out.details)

@@ -9,6 +9,10 @@ class UnknownNameError(HarnessError):
     """An adapter, suite or model name that no registry knows."""
 
 
+class PluginError(HarnessError):
+    """A registered adapter or suite that cannot be used: it fails to import or breaks the contract."""
+
+
 class ConfigError(HarnessError):
     """A --set value or config field that fails validation."""
 

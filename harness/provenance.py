@@ -14,13 +14,6 @@ import torch
 LIBRARIES = ("torch", "transformers", "accelerate", "datasets", "faiss-cpu", "numpy", "duckdb", "lm_eval", "mteb", "embedding-harness")
 
 
-def resolve_device(requested: str) -> str:
-    """``auto`` -> cuda when available, else cpu; ``cuda`` without a GPU is an error upstream."""
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return requested
-
-
 def hardware(device: str) -> dict[str, Any]:
     info: dict[str, Any] = {
         "platform": platform.platform(),

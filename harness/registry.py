@@ -1,20 +1,25 @@
 """Registries over Python entry points (groups ``harness.adapters`` and ``harness.suites``).
 
 A registry reads its group once, loads an entry lazily on first use, checks it against the base
-class, and remembers the distribution (package and version) it came from for the run record.
+class and its declared ``name``, and remembers the distribution (package and version) it came from
+for the run record. A plugin that fails to import, is not a subclass of the contract, or declares
+another name than its entry-point key is reported in one line naming its package.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import EntryPoint, entry_points
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from harness.adapter import Adapter
-from harness.errors import HarnessError, UnknownNameError
-from harness.suite import Suite
+from harness.errors import PluginError, UnknownNameError
+
+if TYPE_CHECKING:
+    from harness.adapter import Adapter
+    from harness.suite import Suite
 
 T = TypeVar("T")
 
@@ -28,8 +33,10 @@ class Origin:
 
 
 class Registry(Generic[T]):
-    def __init__(self, group: str, base: type[T], noun: str):
-        self.group, self.base, self.noun = group, base, noun
+    """Entry points of ``group``, each a subclass of the class named by ``base`` ("module:Class")."""
+
+    def __init__(self, group: str, base: str, noun: str):
+        self.group, self.base_path, self.noun = group, base, noun
         self._loaded: dict[str, type[T]] = {}
 
     @cached_property
@@ -37,9 +44,14 @@ class Registry(Generic[T]):
         found: dict[str, EntryPoint] = {}
         for ep in entry_points(group=self.group):
             if ep.name in found and found[ep.name].value != ep.value:
-                raise HarnessError(f"two packages register {self.noun} '{ep.name}' ({found[ep.name].value}, {ep.value}); uninstall one")
+                raise PluginError(f"two packages register {self.noun} '{ep.name}' ({found[ep.name].value}, {ep.value}); uninstall one")
             found[ep.name] = ep
         return found
+
+    @cached_property
+    def base(self) -> type:
+        module, _, attr = self.base_path.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
     def names(self) -> list[str]:
         return sorted(self._entries)
@@ -51,9 +63,17 @@ class Registry(Generic[T]):
             near = difflib.get_close_matches(name, self.names(), n=1)
             hint = f"did you mean '{near[0]}'? " if near else ""
             raise UnknownNameError(f"unknown {self.noun} '{name}'; {hint}available: {', '.join(self.names())}")
-        obj = self._entries[name].load()
+        entry, origin = self._entries[name], self.origin(name)
+        where = f"{self.noun} '{name}' from package {origin.package} {origin.version} ({entry.value})"
+        try:
+            obj = entry.load()
+        except Exception as err:  # a broken plugin must not take the harness down with a traceback
+            raise PluginError(f"{where} failed to import: {err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else ''}; fix or uninstall the package") from None
         if not (isinstance(obj, type) and issubclass(obj, self.base)):
-            raise HarnessError(f"{self.noun} '{name}' ({self._entries[name].value}) is not a {self.base.__name__} subclass; fix the plugin's entry point")
+            raise PluginError(f"{where} is not a {self.base.__name__} subclass; fix the plugin's entry point")
+        declared = getattr(obj, "name", None)
+        if declared != name:
+            raise PluginError(f"{where} declares name '{declared}' but is registered as '{name}'; make the class's name and the entry-point key the same")
         self._loaded[name] = obj
         return obj
 
@@ -62,5 +82,5 @@ class Registry(Generic[T]):
         return Origin(dist.name, dist.version) if dist is not None else Origin("unknown", "unknown")
 
 
-ADAPTERS: Registry[Adapter] = Registry("harness.adapters", Adapter, "adapter")
-SUITES: Registry[Suite] = Registry("harness.suites", Suite, "suite")
+ADAPTERS: Registry[Adapter] = Registry("harness.adapters", "harness.adapter:Adapter", "adapter")
+SUITES: Registry[Suite] = Registry("harness.suites", "harness.suite:Suite", "suite")

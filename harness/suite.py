@@ -1,34 +1,37 @@
-"""The suite contract: a data spec, a protocol, metrics and a budget per profile."""
+"""The suite contract: data, the heads it fine-tunes, a budget table, and a protocol in two steps.
+
+A suite declares as data what the runner needs to build models for it: its tasks, each with the
+:class:`Head` (the model class and labels) it fine-tunes or scores, and a :class:`~harness.budgets.Budgets`
+table per profile. The runner then drives every suite the same way, per task::
+
+    load(head) -> adapter (before_finetune) -> efficiency -> suite.train -> adapter (after_finetune) -> suite.score
+
+so a method that acts on a fine-tuned model (paper 004's sense dictionary) needs no special case, and
+evaluation-only suites (bpb, mteb_clf, word_sim) simply do not override :meth:`Suite.train`.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from torch import nn
 
 from harness.adapter import ProgressFn, no_progress
-from harness.results.records import Score
-from harness.sources.models import Head, Kind
-
-Profile = Literal["smoke", "quick", "paper"]
-PROFILES: tuple[Profile, ...] = ("smoke", "quick", "paper")
+from harness.budgets import Budgets, Profile
+from harness.results.records import ItemOutputs, Score
+from harness.sources.data import DataSource
+from harness.sources.heads import Head
 
 
 @dataclass(frozen=True)
-class FinetuneBudget:
-    """How much data and training a fine-tuning suite spends under one profile."""
+class Task:
+    """One fine-tuned head (or one scoring pass) of a suite."""
 
-    train_examples: int | None  # None = all available
-    eval_examples: int | None   # per language / eval set; None = all
-    epochs: float
-    learning_rate: float
-    batch_size: int
-    weight_decay: float = 0.01
-    max_length: int = 128
-    eval_batch_size: int = 64
+    name: str
+    head: Head
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class SuiteContext:
     seed: int
     device: str
     config: Any                       # the suite's own frozen config
+    budget: Any                       # the suite's budget for this profile and model size
     workdir: Path                     # scratch space for this run
     model: str = ""                   # the --model name, for clients that label the model (MTEB)
     config_hash: str = ""             # the run's config hash: the compressed model's revision
@@ -56,33 +60,42 @@ class SuiteData:
 @dataclass(frozen=True)
 class SuiteResult:
     scores: list[Score]
-    details: dict[str, Any]           # facts a reader needs: sizes used, recipe
+    details: dict[str, Any] = field(default_factory=dict)   # facts a reader needs: sizes used, recipe
+    items: list[ItemOutputs] = field(default_factory=list)  # per-item outputs behind the scores
 
 
 class Suite(ABC):
-    """A benchmark: subclasses declare data, protocol and budgets, and implement ``evaluate``."""
+    """A benchmark: declares data, tasks (heads) and budgets; implements ``prepare`` and ``score``
+    (and ``train`` when its protocol fine-tunes)."""
 
     name: ClassVar[str]
     description: ClassVar[str]
-    head: ClassVar[Head]               # which head the runner loads the model with
-    kinds: ClassVar[tuple[Kind, ...]]  # model kinds the protocol supports
+    kinds: ClassVar[tuple[str, ...]]                # model kinds the protocol supports
     default_model: ClassVar[str | tuple[str, ...]]  # an alias, or aliases by preference (models.preferred)
-    num_labels: ClassVar[int | None] = None
     config_class: ClassVar[type]
+    budgets: ClassVar[Budgets]
+    head: ClassVar[Head] = Head("base")             # the head of the one task of single-task suites
 
-    def for_model(self, model_config: Any) -> Suite:
-        """This suite as run on one base model (its transformers config), for budgets that depend on
-        the model's size; the runner calls it before ``recipe``. Default: the suite unchanged."""
-        return self
+    def tasks(self, config: Any) -> tuple[Task, ...]:
+        """The suite's tasks under ``config``; default: one task named after the suite, with ``head``."""
+        return (Task(self.name, self.head),)
 
-    def recipe(self, profile: Profile, config: Any) -> dict[str, Any]:
-        """The budget this profile spends (sizes, epochs, lr ...); part of the run's config hash."""
-        return {}
+    @abstractmethod
+    def sources(self, config: Any) -> tuple[DataSource, ...]:
+        """The data this configuration reads, declared before anything runs (identity and validation)."""
 
     @abstractmethod
     def prepare(self, data_dir: Path | None, config: Any) -> SuiteData:
-        """Load and validate the data (raises DataError naming the expected files)."""
+        """Load and validate the data (raises DataError naming the file, and the line where it can)."""
+
+    def train(self, task: Task, model: nn.Module, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> nn.Module:
+        """Fine-tune ``model`` for ``task`` and return it; evaluation-only suites keep the default."""
+        return model
 
     @abstractmethod
-    def evaluate(self, model: nn.Module, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
-        """Train if the protocol needs it, evaluate, and return scores with CIs."""
+    def score(self, task: Task, model: nn.Module, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
+        """Evaluate ``model`` on ``task``: scores with CIs, and per-item outputs."""
+
+    def summarize(self, scores: list[Score], ctx: SuiteContext) -> list[Score]:
+        """Scores across tasks (an average as the papers compute it); default none."""
+        return []

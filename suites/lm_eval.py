@@ -12,7 +12,6 @@ Data on hand: XNLI test (15 languages, parallel rows) and GLUE SST-2 dev.
 from __future__ import annotations
 
 import csv
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,14 +20,14 @@ import numpy as np
 from harness.suites import xnli
 from harness.suites.lm_eval_client import render_tasks, run_tasks, write_jsonl
 
+from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import bootstrap_ci
 from harness.results.records import Score
-from harness.sources.data import local_or_hub
-from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult
+from harness.sources.data import DataSource, local_or_hub
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
 
-SST2_FILE = "glue/SST-2/dev.tsv"
-SST2_HUB_ID = "nyu-mll/glue"
+SST2 = DataSource(("glue/SST-2/dev.tsv",), "nyu-mll/glue:sst2")
 
 
 @dataclass(frozen=True)
@@ -72,37 +71,38 @@ def read_sst2(path: Path) -> Sentences:
 def _read_sst2_hub() -> Sentences:
     from datasets import load_dataset
 
-    ds = load_dataset(SST2_HUB_ID, "sst2", split="validation")
+    ds = load_dataset("nyu-mll/glue", "sst2", split="validation")
     return Sentences(list(ds["sentence"]), np.array(ds["label"], dtype=np.int64))
+
+
+BUDGETS = Budgets(
+    smoke=ZeroShotBudget(xnli_per_language=3, sst2_examples=4, batch_size=8),
+    quick=ZeroShotBudget(xnli_per_language=50, sst2_examples=200, batch_size=16),
+    paper=ZeroShotBudget(xnli_per_language=None, sst2_examples=None, batch_size=16),
+)
 
 
 class LmEvalZeroShot(Suite):
     name = "lm_eval"
     description = "lm-eval zero-shot multiple choice: XNLI (several languages, lm-eval's prompts) and SST-2"
-    head = "causal_lm"
+    head = Head("causal_lm")
     kinds = ("decoder",)
     default_model = "smollm2"
     config_class = LmEvalConfig
+    budgets = BUDGETS
 
-    def budget(self, profile: str) -> ZeroShotBudget:
-        if profile == "smoke":
-            return ZeroShotBudget(xnli_per_language=3, sst2_examples=4, batch_size=8)
-        if profile == "quick":
-            return ZeroShotBudget(xnli_per_language=50, sst2_examples=200, batch_size=16)
-        return ZeroShotBudget(xnli_per_language=None, sst2_examples=None, batch_size=16)
-
-    def recipe(self, profile: str, config: LmEvalConfig) -> dict[str, Any]:
-        return dataclasses.asdict(self.budget(profile))
+    def sources(self, config: LmEvalConfig) -> tuple[DataSource, ...]:
+        return (xnli.SOURCES["test"], SST2)
 
     def prepare(self, data_dir: Path | None, config: LmEvalConfig) -> SuiteData:
         test, xnli_files = xnli.load("test", data_dir)
-        sst2, sst2_files = local_or_hub(data_dir, [SST2_FILE], lambda paths: read_sst2(paths[0]), SST2_HUB_ID, _read_sst2_hub)
+        sst2, sst2_files = local_or_hub(data_dir, SST2, lambda paths: read_sst2(paths[0]), _read_sst2_hub)
         return SuiteData({"xnli": test, "sst2": sst2}, {**xnli_files, **sst2_files})
 
     def _write_data(self, data: SuiteData, ctx: SuiteContext, budget: ZeroShotBudget) -> dict[str, Path]:
         """The selected examples as JSONL files named as in the task YAMLs."""
         rng = np.random.default_rng(ctx.seed)
-        test = xnli.parallel_subset(data.splits["xnli"], budget.xnli_per_language, rng)
+        test, _ = xnli.parallel_subset(data.splits["xnli"], budget.xnli_per_language, rng)
         files = {}
         for lang in ctx.config.selected():
             rows = np.flatnonzero(test.language == lang)
@@ -114,8 +114,8 @@ class LmEvalZeroShot(Suite):
         files["sst2.jsonl"] = write_jsonl(ctx.workdir / "sst2.jsonl", docs)
         return files
 
-    def evaluate(self, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
-        budget, languages = self.budget(ctx.profile), ctx.config.selected()
+    def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
+        budget, languages = ctx.budget, ctx.config.selected()
         include = render_tasks(["xnli", "sst2"], ctx.workdir, self._write_data(data, ctx, budget))
         tasks = [f"harness_xnli_{lang}" for lang in languages] + ["harness_sst2"]
         correct = run_tasks(model, tokenizer, tasks, include, "acc", ctx, budget.batch_size, budget.max_length)

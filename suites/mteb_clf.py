@@ -16,7 +16,6 @@ read from MTEB's saved predictions.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import warnings
 from dataclasses import dataclass
@@ -30,11 +29,12 @@ from mteb.abstasks.classification import AbsTaskClassification
 from mteb.abstasks.task_metadata import TaskMetadata
 from sklearn.exceptions import UndefinedMetricWarning
 
+from harness.budgets import Budgets
 from harness.errors import DataError
 from harness.measure.metrics import bootstrap_ci
 from harness.results.records import Score
-from harness.sources.data import local_or_hub
-from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult
+from harness.sources.data import DataSource, local_or_hub
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
 
 
 @dataclass(frozen=True)
@@ -123,33 +123,37 @@ class MtebClfConfig:
     """No settings: both tasks always run."""
 
 
+BUDGETS = Budgets(
+    smoke=ClfBudget(samples_per_label=1, n_experiments=2, test_examples=32, batch_size=32),
+    quick=ClfBudget(samples_per_label=None, n_experiments=1, test_examples=2000),
+    paper=ClfBudget(samples_per_label=None, n_experiments=1, test_examples=None),
+)
+BANKING77 = DataSource(("banking77/train.csv", "banking77/test.csv", "banking77/categories.json"), "mteb/banking77")
+TWEETEVAL = DataSource(
+    tuple(f"tweeteval_sentiment/{n}" for n in ("val_text.txt", "val_labels.txt", "test_text.txt", "test_labels.txt")),
+    "cardiffnlp/tweet_eval:sentiment",
+)
+
+
 class MtebClassification(Suite):
     name = "mteb_clf"
     description = "MTEB classification (mteb.evaluate, frozen mean-pooled encoder + logistic regression): Banking77, TweetEval sentiment"
-    head = "base"
     kinds = ("encoder",)
     default_model = "minilm"
     config_class = MtebClfConfig
-    tasks: ClassVar[dict[str, type[LocalClassification]]] = {"banking77": Banking77Local, "tweeteval_sentiment": TweetEvalSentimentLocal}
+    budgets = BUDGETS
+    tasks_by_name: ClassVar[dict[str, type[LocalClassification]]] = {"banking77": Banking77Local, "tweeteval_sentiment": TweetEvalSentimentLocal}
 
-    def budget(self, profile: str) -> ClfBudget:
-        if profile == "smoke":
-            return ClfBudget(samples_per_label=1, n_experiments=2, test_examples=32, batch_size=32)
-        if profile == "quick":
-            return ClfBudget(samples_per_label=None, n_experiments=1, test_examples=2000)
-        return ClfBudget(samples_per_label=None, n_experiments=1, test_examples=None)
-
-    def recipe(self, profile: str, config: MtebClfConfig) -> dict[str, Any]:
-        return dataclasses.asdict(self.budget(profile))
+    def sources(self, config: MtebClfConfig) -> tuple[DataSource, ...]:
+        return (BANKING77, TWEETEVAL)
 
     def prepare(self, data_dir: Path | None, config: MtebClfConfig) -> SuiteData:
         banking, b_files = local_or_hub(
-            data_dir, ["banking77/train.csv", "banking77/test.csv", "banking77/categories.json"], read_banking77,
-            "mteb/banking77", lambda: _read_hub("mteb/banking77", None, {"train": "train", "test": "test"}),
+            data_dir, BANKING77, read_banking77, lambda: _read_hub("mteb/banking77", None, {"train": "train", "test": "test"}),
         )
         tweets, t_files = local_or_hub(
-            data_dir, [f"tweeteval_sentiment/{n}" for n in ("val_text.txt", "val_labels.txt", "test_text.txt", "test_labels.txt")],
-            read_tweeteval, "cardiffnlp/tweet_eval", lambda: _read_hub("cardiffnlp/tweet_eval", "sentiment", {"train": "validation", "test": "test"}),
+            data_dir, TWEETEVAL, read_tweeteval,
+            lambda: _read_hub("cardiffnlp/tweet_eval", "sentiment", {"train": "validation", "test": "test"}),
         )
         return SuiteData({"banking77": banking, "tweeteval_sentiment": tweets}, {**b_files, **t_files})
 
@@ -158,15 +162,15 @@ class MtebClassification(Suite):
         if budget.test_examples is not None and budget.test_examples < len(test.label):
             test = test.take(np.sort(np.random.default_rng(seed).permutation(len(test.label))[: budget.test_examples]))
         per_label = budget.samples_per_label or int(np.bincount(splits["train"].label).max())
-        return self.tasks[name]({"train": splits["train"], "test": test}, per_label, budget.n_experiments, seed)
+        return self.tasks_by_name[name]({"train": splits["train"], "test": test}, per_label, budget.n_experiments, seed)
 
-    def evaluate(self, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
+    def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         import mteb
 
-        budget = self.budget(ctx.profile)
+        budget = ctx.budget
         meta = model_meta(ctx.model, ctx.config_hash, model, budget.max_length)
         encoder = CompressedEncoder(model, tokenizer, meta, ctx.device, budget.max_length)
-        tasks = {name: self._task(name, data.splits[name], budget, ctx.seed) for name in self.tasks}
+        tasks = {name: self._task(name, data.splits[name], budget, ctx.seed) for name in self.tasks_by_name}
         predictions = ctx.workdir / "mteb_predictions"
         ctx.progress("mteb", 0, 1)
         with warnings.catch_warnings():  # tiny smoke samples leave some labels unpredicted

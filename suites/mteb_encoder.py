@@ -18,12 +18,7 @@ from torch import nn
 
 from harness.adapter import footprint
 from harness.measure.efficiency import model_bytes
-
-
-def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(B, T, D) hidden states, (B, T) attention mask -> (B, D) mean over real tokens."""
-    weights = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+from harness.sources.heads import mean_pool
 
 
 def model_meta(name: str, revision: str, model: nn.Module, max_tokens: int) -> ModelMeta:

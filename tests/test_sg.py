@@ -47,7 +47,8 @@ def test_default_is_40_percent_sg():
 def test_decoder_input_grouped_output_stays_dense(tiny_decoder):
     model = tiny_decoder
     table = model.get_input_embeddings().weight.detach().clone()
-    model, report = SgAdapter(SgConfig(fraction=0.25)).apply(model, FitContext(seed=0))
+    applied = SgAdapter(SgConfig(fraction=0.25)).apply(model, FitContext(seed=0))
+    model, report = applied.model, applied.report
     model.tie_weights()  # must not tie the dense head to the grouped input
     head = model.get_output_embeddings()
     assert isinstance(model.get_input_embeddings(), SemanticGroupEmbedding)

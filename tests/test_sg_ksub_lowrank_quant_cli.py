@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.results.records import BASE_PHASE
 from harness.results.store import Store
-from harness.run import BASE_PHASE
 
 V, D = 30522, 384
 

@@ -35,8 +35,9 @@ def test_dev_split_counts(data_dir):
 
 def test_parallel_subset_takes_same_rows_in_every_language(test_split):
     data, _ = test_split
-    sub = xnli.parallel_subset(data, 20, np.random.default_rng(0))
-    assert len(sub) == 15 * 20
+    sub, ids = xnli.parallel_subset(data, 20, np.random.default_rng(0))
+    assert len(sub) == 15 * 20 and len(ids) == len(sub)
+    assert all(np.array_equal(ids[sub.language == "en"], ids[sub.language == lang]) for lang in xnli.LANGUAGES)
     labels = [sub.label[sub.language == lang] for lang in xnli.LANGUAGES]
     assert all(np.array_equal(labels[0], other) for other in labels[1:])  # XNLI rows are parallel
 

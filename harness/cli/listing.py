@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import DbOption, console, user_errors
+from harness.errors import PluginError
 from harness.registry import ADAPTERS, SUITES
 from harness.results.store import Store
 from harness.sources import models
@@ -21,25 +22,38 @@ def _defaults(cls: type) -> str:
     return ", ".join(f"{f.name}={f.default}" for f in dataclasses.fields(cls)) or "-"
 
 
+def _budgets(budgets) -> str:
+    """One line per profile: ``quick: fit_texts=200 steps=100 ...``; '-' without a budget table."""
+    if budgets is None:
+        return "-"
+    return "\n".join(f"{profile}: " + " ".join(f"{k}={v}" for k, v in row.items()) for profile, row in budgets.rows().items())
+
+
 @list_app.command("adapters")
 def list_adapters() -> None:
-    """Installed adapters (entry-point group harness.adapters) with their settings."""
-    table = Table("adapter", "package", "settings (defaults)")
+    """Installed adapters (entry-point group harness.adapters): settings, fit corpora, stage and budgets."""
+    table = Table("adapter", "package", "settings (defaults)", "needs", "budget per profile", show_lines=True)
     with user_errors():
         for name in ADAPTERS.names():
             origin = ADAPTERS.origin(name)
-            table.add_row(name, f"{origin.package} {origin.version}", _defaults(ADAPTERS.get(name).config_class))
+            try:
+                cls = ADAPTERS.get(name)
+            except PluginError as err:  # one broken plugin does not hide the others
+                table.add_row(name, f"{origin.package} {origin.version}", f"[red]unusable: {err}[/red]", "", "")
+                continue
+            needs = [f"stage {cls.stage}", *(f"corpus {c}" for c in cls().corpora()), *(["teacher"] if cls.needs_teacher else [])]
+            table.add_row(name, f"{origin.package} {origin.version}", _defaults(cls.config_class), "\n".join(needs), _budgets(cls.budgets))
     console.print(table)
 
 
 @list_app.command("suites")
 def list_suites() -> None:
     """Installed suites (entry-point group harness.suites)."""
-    table = Table("suite", "default model", "settings (defaults)", "description")
+    table = Table("suite", "default model", "settings (defaults)", "budget per profile", "description", show_lines=True)
     with user_errors():
         for name in SUITES.names():
             suite = SUITES.get(name)
-            table.add_row(name, models.preferred(suite.default_model), _defaults(suite.config_class), suite.description)
+            table.add_row(name, models.preferred(suite.default_model), _defaults(suite.config_class), _budgets(suite.budgets), suite.description)
     console.print(table)
 
 

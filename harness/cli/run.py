@@ -8,9 +8,8 @@ import typer
 from rich.table import Table
 
 from harness.cli.common import DbOption, RichProgress, console, err_console, user_errors
-from harness.results.records import RunRecord
+from harness.results.records import BASE_PHASE, RunRecord
 from harness.results.store import Store
-from harness.run import BASE_PHASE, RunOutcome, RunRequest, execute
 
 
 def run(
@@ -26,12 +25,15 @@ def run(
     force: Annotated[bool, typer.Option("--force", help="Re-run even if an identical finished run is stored.")] = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
+    from harness.run import RunRequest, execute
+
     request = RunRequest(suite, adapter, model, profile, seed, tuple(settings or ()), data_dir, device, force)
     store = Store(db)
     with user_errors(), RichProgress() as progress:
         outcomes = execute(request, store, progress)
     console.print(_scores_table(outcomes))
-    console.print(_summary_table(outcomes))
+    console.print(_compression_table(outcomes))
+    console.print(_efficiency_table(outcomes))
     for o in outcomes:
         if not o.stored:
             err_console.print(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run")
@@ -53,7 +55,7 @@ def _value(v: float | None, metric: str) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4f}"
 
 
-def _scores_table(outcomes: list[RunOutcome]) -> Table:
+def _scores_table(outcomes) -> Table:
     base, method = outcomes[0].record, outcomes[-1].record
     spec = method.spec
     table = Table(title=f"{spec.suite} | {spec.model} | {spec.adapter} {spec.adapter_config or ''} | profile {spec.profile}, seed {spec.seed}")
@@ -81,48 +83,78 @@ def _with_ci(s) -> str:
     return f"{_value(s.value, s.metric)} [{_value(s.ci_low, s.metric)}, {_value(s.ci_high, s.metric)}]"
 
 
-def _summary_table(outcomes: list[RunOutcome]) -> Table:
-    table = Table(title="compression and efficiency")
+def _column_title(o) -> str:
+    r = o.record
+    reused = f" (reused: run of {r.finished_at[:16].replace('T', ' ')})" if o.reused else ""
+    return f"{r.spec.adapter}{reused}"
+
+
+COMPRESSION_ROWS = (
+    "run id", "embedding params", "embedding-param fraction", "storage bytes (id maps incl.)", "total params",
+    "vocabulary (rows)", "fit time s", "wall time s",
+)
+
+
+def _compression_table(outcomes) -> Table:
+    table = Table(title="compression")
     table.add_column("")
     for o in outcomes:
-        table.add_column(f"{o.record.spec.adapter}{' (reused)' if o.reused else ''}", justify="right")
-    phases = [e.phase for e in outcomes[0].record.efficiency]
-    labels = [*SUMMARY_ROWS, *(f"{phase} {what}" for phase in phases for what in ("p50 / p95 ms", "tokens/s")), "peak memory MB", "wall time s"]
-    rows = [_summary_column(o.record, phases) for o in outcomes]
-    for i, label in enumerate(labels):
-        table.add_row(label, *[col[i] for col in rows])
-    for phase in phases:
-        table.add_row(f"{phase} latency × base (same run)", *[_same_run_ratio(o.record, phase) for o in outcomes])
+        table.add_column(_column_title(o), justify="right")
+    columns = [_compression_column(o.record) for o in outcomes]
+    for i, label in enumerate(COMPRESSION_ROWS):
+        table.add_row(label, *[col[i] for col in columns])
     return table
 
 
-def _same_run_ratio(r: RunRecord, phase: str) -> str:
-    """p50 of the compressed model / p50 of the unchanged model timed in the same process."""
-    by_phase = {e.phase: e for e in r.efficiency}
-    e, base = by_phase.get(phase), by_phase.get(BASE_PHASE + phase)
-    return f"{e.p50_ms / base.p50_ms:.2f}" if e and base else "-"
-
-
-SUMMARY_ROWS = ("run id", "embedding params", "embedding-param fraction", "storage bytes (id maps incl.)", "total params")
-
-
-def _summary_column(r: RunRecord, phases: list[str]) -> list[str]:
-    """One column: compression, then p50/p95 and tokens/s per efficiency phase (forward, or
-    prefill and decode), peak memory over the phases, wall time."""
+def _compression_column(r: RunRecord) -> list[str]:
     c = r.compression
-    by_phase = {e.phase: e for e in r.efficiency}
-    timing = []
-    for phase in phases:
-        e = by_phase.get(phase)
-        timing += [f"{e.p50_ms:.1f} / {e.p95_ms:.1f}", f"{e.throughput:,.0f}"] if e else ["-", "-"]
-    peak = max((e.peak_mem_mb for e in r.efficiency if e.phase in phases), default=None)
+    vocab = "-" if c.vocab_size_before is None else f"{c.vocab_size_before:,} -> {c.vocab_size_after:,}"
+    if c.freed_slots:
+        vocab += f" ({c.freed_slots:,} freed)"
     return [
         r.run_id,
         f"{c.embedding_params_before:,} -> {c.embedding_params_after:,}",
         f"{c.emb_param_fraction:.2%}",
         f"{c.storage_bytes_before:,} -> {c.storage_bytes_after:,}",
         f"{c.total_params_after:,}",
-        *timing,
-        f"{peak:.0f}" if peak is not None else "-",
+        vocab,
+        f"{r.fit.seconds:.1f}" if r.fit else "-",
         f"{r.wall_s:.1f}" if r.wall_s is not None else "-",
     ]
+
+
+def _efficiency_table(outcomes) -> Table:
+    """The method beside the unchanged model timed in the same run (alternating rounds), with ratios;
+    a baseline-only run shows its own figures. Figures from another run are labelled with its date."""
+    method = outcomes[-1].record
+    phases = {e.phase: e for e in method.efficiency}
+    in_run = {p[len(BASE_PHASE):]: e for p, e in phases.items() if p.startswith(BASE_PHASE)}
+    own = {p: e for p, e in phases.items() if not p.startswith(BASE_PHASE)}
+    if in_run:
+        table = Table(title=f"efficiency: unchanged model and {method.spec.adapter}, timed in this run in alternating rounds")
+        columns = [("unchanged", in_run), (method.spec.adapter, own)]
+    else:
+        when = "" if not outcomes[-1].reused else f" (run of {method.finished_at[:16].replace('T', ' ')})"
+        table = Table(title=f"efficiency{when}")
+        columns = [(method.spec.adapter, own)]
+    table.add_column("phase")
+    table.add_column("")
+    for title, _ in columns:
+        table.add_column(title, justify="right")
+    if in_run:
+        table.add_column("ratio", justify="right")
+    for phase, e in own.items():
+        cells = [columns[0][1].get(phase), *([e] if in_run else [])]
+        for label, fmt, ratio_of in _EFFICIENCY_ROWS:
+            row = [fmt(c) if c else "-" for c in cells]
+            if in_run:
+                row.append(f"{ratio_of(cells[1]) / ratio_of(cells[0]):.2f}x" if cells[0] else "-")
+            table.add_row(f"{phase} ({e.batch} x {e.seq_len})", label, *row)
+    return table
+
+
+_EFFICIENCY_ROWS = (
+    ("p50 / p95 ms", lambda e: f"{e.p50_ms:.1f} / {e.p95_ms:.1f}", lambda e: e.p50_ms),
+    ("tokens/s", lambda e: f"{e.throughput:,.0f}", lambda e: e.throughput),
+    ("peak memory MB", lambda e: f"{e.peak_mem_mb:,.0f}", lambda e: e.peak_mem_mb),
+)

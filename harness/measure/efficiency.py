@@ -5,67 +5,74 @@ prompt and per-token decode latency with the KV cache, both at batch 1. Each pha
 p50/p95, tokens/s and peak memory. Synthetic token ids are enough: speed and memory do not depend
 on the text. A method's run times the unchanged model too, in rounds that alternate with the
 compressed one, so compressed/base ratios come from one process under one machine load.
+
+Peak memory is measured for each model alone, so it does not depend on which model came first or
+on what else is resident: on CUDA the other models are moved off the device and the figure is
+``torch.cuda.max_memory_allocated`` over one workload (weights included); on CPU it is the model's
+tensor bytes (parameters and buffers) plus the peak of bytes live in torch's allocator during one
+workload, read from the profiler's memory events. (The process high-water mark used before depended
+on order: the first model measured paid the process's page growth.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
+import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 from harness.results.records import LatencyStats
 from harness.sources.models import Kind
 
-_STATUS = Path("/proc/self/status")
-_CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def _rss_kib(field: str) -> int | None:
-    try:
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
 
 def model_bytes(model: nn.Module) -> int:
+    """Bytes of the model's unique parameter and buffer storages."""
     tensors = {t.data_ptr(): t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()]}
     return sum(tensors.values())
 
 
-class PeakMemory:
-    """Peak memory of a block: CUDA max allocated, or on CPU model bytes plus the growth of the
-    process high-water mark (Linux ``/proc/self/clear_refs`` resets it); NaN where neither works."""
+@contextlib.contextmanager
+def _quiet_stderr():
+    """The CPU profiler prints two lines per session on fd 2; keep them off the user's terminal."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
-    def __init__(self, model: nn.Module, device: str):
-        self.model, self.device = model, device
-        self.mb = float("nan")
 
-    def __enter__(self) -> PeakMemory:
-        if self.device.startswith("cuda"):
-            torch.cuda.reset_peak_memory_stats()
-        else:
-            try:
-                _CLEAR_REFS.write_text("5")
-            except OSError:
-                pass
-            self._start = _rss_kib("VmRSS")
-        return self
+def _peak_live_bytes(workload) -> int:
+    """Peak bytes live in torch's CPU allocator while ``workload()`` runs (profiler memory events)."""
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        workload()
+    live = peak = 0
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        live += e.nbytes()
+        peak = max(peak, live)
+    return peak
 
-    def __exit__(self, *exc) -> None:
-        if self.device.startswith("cuda"):
-            self.mb = torch.cuda.max_memory_allocated() / 2**20
-            return
-        peak = _rss_kib("VmHWM")
-        if peak is not None and self._start is not None:
-            self.mb = model_bytes(self.model) / 2**20 + max(peak - self._start, 0) / 1024
+
+@torch.inference_mode()
+def peak_memory_mb(model: nn.Module, workload, device: str) -> float:
+    """Peak memory of ``workload()`` on ``model`` alone (see the module docstring), in MiB."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        workload()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() / 2**20
+    return (model_bytes(model) + _peak_live_bytes(workload)) / 2**20
 
 
 def _sync(device: str) -> None:
@@ -83,9 +90,8 @@ def forward_latency(
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (batch, seq_len), generator=gen).to(device)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    with PeakMemory(model, device) as peak:
-        for _ in range(warmup):
-            model(**inputs)
+    for _ in range(warmup):
+        model(**inputs)
     samples = []
     for _ in range(repeats):
         _sync(device)
@@ -93,7 +99,7 @@ def forward_latency(
         model(**inputs)
         _sync(device)
         samples.append((time.perf_counter() - start) * 1000.0)
-    return LatencyStats.from_samples("forward", batch, seq_len, samples, peak.mb)
+    return LatencyStats.from_samples("forward", batch, seq_len, samples, math.nan)
 
 
 def _prefill_kwargs(model: nn.Module) -> dict:
@@ -109,6 +115,24 @@ def _timed_ms(fn, device: str):
     return out, (time.perf_counter() - start) * 1000.0
 
 
+def _decode_inputs(vocab_size: int, device: str, prompt_len: int, new_tokens: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, vocab_size, (1, prompt_len), generator=gen).to(device)
+    steps = torch.randint(0, vocab_size, (new_tokens, 1, 1), generator=gen).to(device)
+    return prompt, steps
+
+
+def _generate(model: nn.Module, prompt: torch.Tensor, steps: torch.Tensor, device: str) -> list[float]:
+    """Prefill ``prompt``, then feed each of ``steps`` with the KV cache; milliseconds of each call."""
+    out, ms = _timed_ms(lambda: model(input_ids=prompt, use_cache=True, **_prefill_kwargs(model)), device)
+    cache, times = out.past_key_values, [ms]
+    for step in steps:
+        out, ms = _timed_ms(lambda: model(input_ids=step, past_key_values=cache, use_cache=True), device)
+        cache = out.past_key_values
+        times.append(ms)
+    return times
+
+
 @torch.inference_mode()
 def decode_latency(
     model: nn.Module, vocab_size: int, device: str, prompt_len: int = 128, new_tokens: int = 16,
@@ -119,29 +143,20 @@ def decode_latency(
     Each repeat prefills a ``prompt_len`` prompt, then feeds ``new_tokens`` single tokens with the
     KV cache. Phase ``prefill`` keeps one sample per repeat (seq_len = prompt_len); phase
     ``decode`` keeps one sample per generated token (seq_len 1, so tokens/s = 1000 / p50 ms).
-    The first repeat is a warm-up and is not kept; peak memory covers it.
+    The first repeat is a warm-up and is not kept.
     """
     model.eval().to(device)
-    gen = torch.Generator().manual_seed(seed)
-    prompt = torch.randint(0, vocab_size, (1, prompt_len), generator=gen).to(device)
-    steps = torch.randint(0, vocab_size, (new_tokens, 1, 1), generator=gen).to(device)
-    prefill_kwargs = _prefill_kwargs(model)
+    prompt, steps = _decode_inputs(vocab_size, device, prompt_len, new_tokens, seed)
     prefill_ms: list[float] = []
     decode_ms: list[float] = []
-    with PeakMemory(model, device) as peak:
-        for repeat in range(repeats + 1):
-            out, ms = _timed_ms(lambda: model(input_ids=prompt, use_cache=True, **prefill_kwargs), device)
-            cache, times = out.past_key_values, [ms]
-            for step in steps:
-                out, ms = _timed_ms(lambda: model(input_ids=step, past_key_values=cache, use_cache=True), device)
-                cache = out.past_key_values
-                times.append(ms)
-            if repeat:  # repeat 0 warms up
-                prefill_ms.append(times[0])
-                decode_ms.extend(times[1:])
+    for repeat in range(repeats + 1):
+        times = _generate(model, prompt, steps, device)
+        if repeat:  # repeat 0 warms up
+            prefill_ms.append(times[0])
+            decode_ms.extend(times[1:])
     return [
-        LatencyStats.from_samples("prefill", 1, prompt_len, prefill_ms, peak.mb),
-        LatencyStats.from_samples("decode", 1, 1, decode_ms, peak.mb),
+        LatencyStats.from_samples("prefill", 1, prompt_len, prefill_ms, math.nan),
+        LatencyStats.from_samples("decode", 1, 1, decode_ms, math.nan),
     ]
 
 
@@ -150,38 +165,76 @@ ROUNDS = 3
 machine load hits every model alike; a phase pools its samples over the rounds."""
 
 
-def _round(model: nn.Module, kind: Kind, device: str, seed: int, smoke: bool) -> list[LatencyStats]:
-    """One round of timing at the fixed shapes (``smoke``: small shapes, few samples)."""
+@dataclass(frozen=True)
+class Shapes:
+    """The fixed shapes of one profile: encoders' forward batch, decoders' prompt and generation."""
+
+    batch: int = 8
+    seq_len: int = 128
+    warmup: int = 2
+    repeats: int = 4
+    prompt_len: int = 128
+    new_tokens: int = 16
+    decode_repeats: int = 2
+
+
+FULL = Shapes()
+SMOKE = Shapes(batch=2, seq_len=32, warmup=1, repeats=2, prompt_len=16, new_tokens=4, decode_repeats=1)
+"""Smoke (the test profile) times small shapes a few times: the figures only show that the
+measurement runs; the recorded batch and seq_len say which shape was timed."""
+
+
+def _round(model: nn.Module, kind: Kind, device: str, seed: int, shapes: Shapes) -> list[LatencyStats]:
+    """One round of timing at the fixed shapes."""
     vocab_size = model.config.vocab_size
     if kind == "decoder":
-        shape = {"prompt_len": 16, "new_tokens": 4, "repeats": 1} if smoke else {"repeats": 2}
-        return decode_latency(model, vocab_size, device, seed=seed, **shape)
-    shape = {"batch": 2, "seq_len": 32, "warmup": 1, "repeats": 2} if smoke else {"repeats": 4}
-    return [forward_latency(model, vocab_size, device, seed=seed, **shape)]
+        return decode_latency(model, vocab_size, device, shapes.prompt_len, shapes.new_tokens, shapes.decode_repeats, seed)
+    return [forward_latency(model, vocab_size, device, shapes.batch, shapes.seq_len, shapes.warmup, shapes.repeats, seed)]
 
 
-def _pooled(rounds: list[list[LatencyStats]]) -> list[LatencyStats]:
-    """Per phase: the samples of all rounds, the largest peak memory."""
-    pooled = []
-    for same in zip(*rounds):
-        first = same[0]
-        peaks = [s.peak_mem_mb for s in same if not math.isnan(s.peak_mem_mb)]
-        samples = [ms for s in same for ms in s.samples_ms]
-        pooled.append(LatencyStats.from_samples(first.phase, first.batch, first.seq_len, samples, max(peaks, default=math.nan)))
-    return pooled
+def _workload(model: nn.Module, kind: Kind, device: str, seed: int, shapes: Shapes):
+    """One forward (encoders), or one prefill and the decode steps (decoders), as a callable."""
+    vocab_size = model.config.vocab_size
+    if kind == "decoder":
+        prompt, steps = _decode_inputs(vocab_size, device, shapes.prompt_len, shapes.new_tokens, seed)
+        return lambda: _generate(model, prompt, steps, device)
+    ids = torch.randint(0, vocab_size, (shapes.batch, shapes.seq_len), generator=torch.Generator().manual_seed(seed)).to(device)
+    return lambda: model(input_ids=ids, attention_mask=torch.ones_like(ids))
+
+
+def _alone(models: Sequence[nn.Module], index: int, device: str) -> None:
+    """Only ``models[index]`` on a CUDA device (the others on the CPU); nothing to do on the CPU."""
+    if device.startswith("cuda"):
+        for i, m in enumerate(models):
+            if i != index:
+                m.to("cpu")
+        torch.cuda.empty_cache()
+        models[index].to(device)
+
+
+def _pooled(rounds: list[list[LatencyStats]], peak_mb: float) -> list[LatencyStats]:
+    """Per phase: the samples of all rounds, and the model's peak memory."""
+    return [
+        LatencyStats.from_samples(same[0].phase, same[0].batch, same[0].seq_len, [ms for s in same for ms in s.samples_ms], peak_mb)
+        for same in zip(*rounds)
+    ]
 
 
 def measure(
     models: Sequence[nn.Module], kind: Kind, device: str, seed: int = 0, smoke: bool = False, rounds: int = ROUNDS,
 ) -> list[list[LatencyStats]]:
-    """The efficiency phases of each model, timed in alternating rounds; decoders decode, encoders
-    run forward passes. Returns one list of phases per model, in the order given.
-
-    ``smoke`` (the test profile) times small shapes a few times: the figures only show that the
-    measurement runs; the recorded batch and seq_len say which shape was timed.
-    """
+    """The efficiency phases of each model: latency timed in alternating rounds (decoders decode,
+    encoders run forward passes), then each model's peak memory measured alone. Returns one list
+    of phases per model, in the order given; the last model is left on ``device``."""
+    shapes = SMOKE if smoke else FULL
     timed: list[list[list[LatencyStats]]] = [[] for _ in models]
     for _ in range(rounds):
         for model, out in zip(models, timed):
-            out.append(_round(model, kind, device, seed, smoke))
-    return [_pooled(out) for out in timed]
+            model.to(device)
+            out.append(_round(model, kind, device, seed, shapes))
+    peaks = []
+    for i, model in enumerate(models):
+        _alone(models, i, device)
+        model.eval()
+        peaks.append(peak_memory_mb(model, _workload(model, kind, device, seed, shapes), device))
+    return [_pooled(out, peak) for out, peak in zip(timed, peaks)]

@@ -28,9 +28,15 @@ class CompressionReport:
     storage_bytes_after: int
     total_params_before: int
     total_params_after: int
+    vocab_size_before: int | None = None  # rows the base model stores a vector for
+    vocab_size_after: int | None = None   # rows the compressed model stores (or composes) a vector for
+    freed_slots: int = 0                  # vocabulary slots the method freed (Vocab Diet's removed forms)
 
     @classmethod
-    def between(cls, before: EmbeddingFootprint, after: EmbeddingFootprint) -> CompressionReport:
+    def between(
+        cls, before: EmbeddingFootprint, after: EmbeddingFootprint, vocab_before: int | None = None,
+        vocab_after: int | None = None, freed_slots: int = 0,
+    ) -> CompressionReport:
         return cls(
             embedding_params_before=before.embedding_params,
             embedding_params_after=after.embedding_params,
@@ -38,6 +44,9 @@ class CompressionReport:
             storage_bytes_after=after.storage_bytes,
             total_params_before=before.total_params,
             total_params_after=after.total_params,
+            vocab_size_before=vocab_before,
+            vocab_size_after=vocab_after,
+            freed_slots=freed_slots,
         )
 
     @property
@@ -62,6 +71,38 @@ class Score:
     n: int = 0
     higher_is_better: bool = True
     pct_base: float | None = None  # filled by the runner from the baseline run
+    chance: float | None = None    # the metric's chance / trivial level (uniform or majority class), where defined
+
+
+@dataclass(frozen=True)
+class ItemOutputs:
+    """Per-item outputs of one task x language x split, so that any two runs on the same items can be
+    compared after the fact (paired statistics). ``values`` holds ``metric`` per item: ``correct``
+    (0/1), ``nll`` (nats), ``f1`` ...; ``ids`` are stable item ids (the row in the source file or the
+    dataset's own id)."""
+
+    task: str
+    language: str
+    split: str
+    metric: str
+    ids: tuple[str, ...]
+    values: tuple[float, ...]
+    predictions: tuple[str, ...] = ()
+    gold: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """How the adapter was fitted in a run: wall seconds and the method's own facts (counts, histograms)."""
+
+    seconds: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+BASE_PHASE = "base:"
+"""Prefix of efficiency phases timed on the unchanged model inside a method's run, in rounds that
+alternate with the compressed model's, so that compressed/base ratios come from one process under
+one machine load."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +138,10 @@ class RunSpec:
     suite_config: dict[str, Any]
     profile: str
     seed: int
-    recipe: dict[str, Any] = field(default_factory=dict)  # the profile's budget; a changed budget is a new config
+    recipe: dict[str, Any] = field(default_factory=dict)  # the suite's budget for the profile; a changed budget is a new config
+    adapter_budget: dict[str, Any] = field(default_factory=dict)  # the adapter's budget for the profile
+    data: dict[str, str] = field(default_factory=dict)      # suite data: file -> sha256 prefix (or hub id -> "hub")
+    fit_data: dict[str, str] = field(default_factory=dict)  # the adapter's fit corpora, likewise
 
     @property
     def config_hash(self) -> str:
@@ -105,7 +149,7 @@ class RunSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def baseline(self) -> RunSpec:
-        return dataclasses.replace(self, adapter="none", adapter_config={})
+        return dataclasses.replace(self, adapter="none", adapter_config={}, adapter_budget={}, fit_data={})
 
 
 @dataclass(frozen=True)
@@ -137,8 +181,10 @@ class RunRecord:
     error: str | None = None
     baseline_run_id: str | None = None
     compression: CompressionReport | None = None
+    fit: FitReport | None = None
     scores: list[Score] = field(default_factory=list)
     efficiency: list[LatencyStats] = field(default_factory=list)
+    items: list[ItemOutputs] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)  # suite-specific facts (sizes used, ...)
 
     def to_json(self) -> str:
@@ -150,6 +196,8 @@ class RunRecord:
         raw["spec"] = RunSpec(**raw["spec"])
         raw["provenance"] = Provenance(**raw["provenance"])
         raw["compression"] = CompressionReport(**raw["compression"]) if raw["compression"] else None
+        raw["fit"] = FitReport(**raw["fit"]) if raw.get("fit") else None
+        raw["items"] = [ItemOutputs(**{k: tuple(v) if isinstance(v, list) else v for k, v in i.items()}) for i in raw.get("items", [])]
         raw["scores"] = [Score(**s) for s in raw["scores"]]
         raw["efficiency"] = [LatencyStats(**{**e, "samples_ms": tuple(e["samples_ms"])}) for e in raw["efficiency"]]
         return cls(**raw)

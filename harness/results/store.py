@@ -25,6 +25,7 @@ import pandas as pd
 from harness.errors import StoreBusyError, StoreError
 from harness.results.records import (
     CompressionReport,
+    FitReport,
     LatencyStats,
     Provenance,
     RunRecord,
@@ -33,7 +34,7 @@ from harness.results.records import (
 )
 from harness.results.reference import PaperResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -41,18 +42,24 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY, config_hash VARCHAR NOT NULL, status VARCHAR NOT NULL,
     model VARCHAR, model_revision VARCHAR, adapter VARCHAR, adapter_config JSON,
     adapter_package VARCHAR, adapter_version VARCHAR, suite VARCHAR, suite_config JSON,
-    profile VARCHAR, seed INTEGER, recipe JSON, device VARCHAR, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ,
-    wall_s DOUBLE, error VARCHAR, baseline_run_id VARCHAR, git_sha VARCHAR, host VARCHAR, pid INTEGER,
-    hardware JSON, versions JSON, data_files JSON, details JSON
+    profile VARCHAR, seed INTEGER, recipe JSON, adapter_budget JSON, data JSON, fit_data JSON, device VARCHAR,
+    started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, wall_s DOUBLE, error VARCHAR, baseline_run_id VARCHAR,
+    git_sha VARCHAR, host VARCHAR, pid INTEGER, hardware JSON, versions JSON, data_files JSON, details JSON,
+    fit_seconds DOUBLE, fit_details JSON
 );
 CREATE TABLE IF NOT EXISTS scores (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR,
-    value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE
+    value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE, chance DOUBLE
 );
 CREATE TABLE IF NOT EXISTS compression (
     run_id VARCHAR PRIMARY KEY, embedding_params_before BIGINT, embedding_params_after BIGINT,
     storage_bytes_before BIGINT, storage_bytes_after BIGINT, total_params_before BIGINT,
-    total_params_after BIGINT, emb_param_fraction DOUBLE, storage_fraction DOUBLE
+    total_params_after BIGINT, vocab_size_before BIGINT, vocab_size_after BIGINT, freed_slots BIGINT,
+    emb_param_fraction DOUBLE, storage_fraction DOUBLE
+);
+CREATE TABLE IF NOT EXISTS items (
+    run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, item VARCHAR,
+    value DOUBLE, prediction VARCHAR, gold VARCHAR
 );
 CREATE TABLE IF NOT EXISTS efficiency (
     run_id VARCHAR NOT NULL, phase VARCHAR, batch INTEGER, seq_len INTEGER, p50_ms DOUBLE,
@@ -74,9 +81,9 @@ WHERE r.status = 'finished';
 
 RUN_COLUMNS = (
     "run_id", "config_hash", "status", "model", "model_revision", "adapter", "adapter_config",
-    "adapter_package", "adapter_version", "suite", "suite_config", "profile", "seed", "recipe", "device",
-    "started_at", "finished_at", "wall_s", "error", "baseline_run_id", "git_sha", "host", "pid",
-    "hardware", "versions", "data_files", "details",
+    "adapter_package", "adapter_version", "suite", "suite_config", "profile", "seed", "recipe", "adapter_budget",
+    "data", "fit_data", "device", "started_at", "finished_at", "wall_s", "error", "baseline_run_id", "git_sha", "host",
+    "pid", "hardware", "versions", "data_files", "details", "fit_seconds", "fit_details",
 )
 
 
@@ -93,9 +100,11 @@ def _run_row(rec: RunRecord) -> tuple:
     return (
         rec.run_id, s.config_hash, rec.status, s.model, s.model_revision, s.adapter,
         json.dumps(s.adapter_config), p.adapter_package, p.adapter_version, s.suite,
-        json.dumps(s.suite_config), s.profile, s.seed, json.dumps(s.recipe), rec.device, rec.started_at, rec.finished_at,
+        json.dumps(s.suite_config), s.profile, s.seed, json.dumps(s.recipe), json.dumps(s.adapter_budget),
+        json.dumps(s.data), json.dumps(s.fit_data), rec.device, rec.started_at, rec.finished_at,
         rec.wall_s, rec.error, rec.baseline_run_id, p.git_sha, p.host, p.pid, json.dumps(p.hardware),
         json.dumps(p.versions), json.dumps(p.data_files), json.dumps(rec.details),
+        rec.fit.seconds if rec.fit else None, json.dumps(rec.fit.details) if rec.fit else None,
     )
 
 
@@ -131,6 +140,7 @@ class Store:
     def _write(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect(read_only=False) as con:
+            _check_schema(con, self.path)
             con.execute(SCHEMA)
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             con.execute("BEGIN TRANSACTION")
@@ -190,21 +200,25 @@ class Store:
 
     @staticmethod
     def _upsert(con: duckdb.DuckDBPyConnection, rec: RunRecord) -> None:
-        for table in ("runs", "scores", "compression", "efficiency"):
+        for table in ("runs", "scores", "compression", "efficiency", "items"):
             con.execute(f"DELETE FROM {table} WHERE run_id = ?", [rec.run_id])
         marks = ", ".join("?" for _ in RUN_COLUMNS)
         con.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({marks})", list(_run_row(rec)))
         if rec.scores:
             con.executemany(
-                "INSERT INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [[rec.run_id, *dataclasses.astuple(s)] for s in rec.scores],
             )
         if rec.compression is not None:
             c = rec.compression
             con.execute(
-                "INSERT INTO compression VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO compression VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [rec.run_id, *dataclasses.astuple(c), c.emb_param_fraction, c.storage_fraction],
             )
+        if rec.items:
+            con.register("new_items", _items_frame(rec))
+            con.execute("INSERT INTO items SELECT * FROM new_items")
+            con.unregister("new_items")
         for e in rec.efficiency:
             con.execute(
                 "INSERT INTO efficiency VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -239,6 +253,8 @@ class Store:
         return self.load(ids.run_id[0]) if len(ids) else None
 
     def load(self, run_id: str) -> RunRecord:
+        """One run with its scores, compression, fit and efficiency; per-item outputs stay in the
+        ``items`` table (query them with :meth:`query`), so ``items`` is empty here."""
         with self._connect(read_only=True) as con:
             cur = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id = ?", [run_id])
             row = cur.fetchone()
@@ -246,12 +262,13 @@ class Store:
                 raise StoreError(f"no run '{run_id}' in {self.path}; list runs with `harness list runs`")
             r = dict(zip(RUN_COLUMNS, row))
             scores = con.execute(
-                "SELECT task, language, split, metric, value, ci_low, ci_high, n, higher_is_better, pct_base FROM scores WHERE run_id = ?",
+                "SELECT task, language, split, metric, value, ci_low, ci_high, n, higher_is_better, pct_base, chance FROM scores WHERE run_id = ?",
                 [run_id],
             ).fetchall()
             comp = con.execute(
                 "SELECT embedding_params_before, embedding_params_after, storage_bytes_before, storage_bytes_after, "
-                "total_params_before, total_params_after FROM compression WHERE run_id = ?",
+                "total_params_before, total_params_after, vocab_size_before, vocab_size_after, freed_slots "
+                "FROM compression WHERE run_id = ?",
                 [run_id],
             ).fetchone()
             eff = con.execute(
@@ -259,6 +276,30 @@ class Store:
                 [run_id],
             ).fetchall()
         return _record_from_row(r, scores, comp, eff)
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse to write a database made by another schema version (its tables lack or misplace columns)."""
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "meta" not in tables:
+        return
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is not None and row[0] != str(SCHEMA_VERSION):
+        raise StoreError(f"{path} has results schema v{row[0]}, this harness writes v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")
+
+
+def _items_frame(rec: RunRecord) -> pd.DataFrame:
+    """One row per item of every ItemOutputs of the run, in the ``items`` table's column order."""
+    frames = []
+    for it in rec.items:
+        n = len(it.ids)
+        frames.append(pd.DataFrame({
+            "run_id": rec.run_id, "task": it.task, "language": it.language, "split": it.split, "metric": it.metric,
+            "item": list(it.ids), "value": list(it.values),
+            "prediction": list(it.predictions) if it.predictions else [None] * n,
+            "gold": list(it.gold) if it.gold else [None] * n,
+        }))
+    return pd.concat(frames, ignore_index=True)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -279,6 +320,7 @@ def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list) -> Ru
     spec = RunSpec(
         r["model"], r["model_revision"], r["adapter"], json.loads(r["adapter_config"]), r["suite"],
         json.loads(r["suite_config"]), r["profile"], r["seed"], json.loads(r["recipe"]),
+        json.loads(r["adapter_budget"] or "{}"), json.loads(r["data"] or "{}"), json.loads(r["fit_data"] or "{}"),
     )
     prov = Provenance(
         r["git_sha"], r["adapter_package"], r["adapter_version"], r["host"], r["pid"],
@@ -289,6 +331,7 @@ def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list) -> Ru
         provenance=prov, finished_at=_iso(r["finished_at"]) if r["finished_at"] else None, wall_s=r["wall_s"],
         error=r["error"], baseline_run_id=r["baseline_run_id"],
         compression=CompressionReport(*comp) if comp else None,
+        fit=FitReport(r["fit_seconds"], json.loads(r["fit_details"] or "{}")) if r["fit_seconds"] is not None else None,
         scores=[Score(*s) for s in scores],
         efficiency=[LatencyStats(e[0], e[1], e[2], tuple(e[3]), *e[4:]) for e in eff],
         details=json.loads(r["details"]) if r["details"] else {},

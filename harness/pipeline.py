@@ -1,0 +1,154 @@
+"""One run's pipeline, the same for every suite and method. Per task of the suite::
+
+    model for the task's head -> adapter (before_finetune) -> efficiency -> suite.train
+        -> adapter (after_finetune) -> suite.score
+
+The adapter is fitted once per run where it can be: for later tasks of a multi-task suite (GLUE),
+a ``before_finetune`` adapter's compressed backbone is copied into the new task's model (the
+transformers ``base_model_prefix`` module), so only the task head is new; a method that replaces the
+whole model is fitted again. ``after_finetune`` adapters act on each task's fine-tuned model.
+
+Efficiency is measured once, right after the adapter first acts, on the compressed model and on a
+copy of the model just before the adapter (the unchanged model, or for ``after_finetune`` the
+fine-tuned one), timed in alternating rounds; the copy is dropped at once. The teacher (a frozen
+copy for adapters that declare ``needs_teacher``) lives only while the adapter fits.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+from transformers import set_seed
+
+from harness.adapter import Adapter, Applied, FitContext, ProgressFn
+from harness.measure.efficiency import measure
+from harness.plan import Plan
+from harness.results.records import (
+    BASE_PHASE,
+    CompressionReport,
+    FitReport,
+    ItemOutputs,
+    LatencyStats,
+    RunSpec,
+    Score,
+)
+from harness.sources import corpora, models
+from harness.suite import SuiteContext, SuiteData, Task
+
+
+@dataclass
+class Produced:
+    """What one run's pipeline measured."""
+
+    scores: list[Score] = field(default_factory=list)
+    items: list[ItemOutputs] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    compression: CompressionReport | None = None
+    fit: FitReport | None = None
+    efficiency: list[LatencyStats] = field(default_factory=list)
+
+
+class Pipeline:
+    """Runs ``adapter`` on every task of the planned suite (see the module docstring)."""
+
+    def __init__(self, p: Plan, spec: RunSpec, adapter: Adapter, workdir: Path, progress: ProgressFn):
+        self.p, self.spec, self.adapter, self.workdir, self.progress = p, spec, adapter, workdir, progress
+        self.out = Produced()
+        self.tokenizer: Any = None       # the tokenizer after the adapter (a changed one, or the base one)
+        self.backbone: nn.Module | None = None  # the first compressed model, for later tasks' backbones
+        self._corpora: dict[str, corpora.Corpus] | None = None
+
+    def run(self, data: SuiteData) -> Produced:
+        suite = self.p.suite
+        tasks = suite.tasks(self.p.suite_config)
+        for index, task in enumerate(tasks):
+            ctx = self._suite_context(task)
+            model, tokenizer = self._model_for(task, index, len(tasks) > 1)
+            model = self._timed("train", lambda: suite.train(task, model, tokenizer, data, ctx))
+            if self.adapter.stage == "after_finetune":
+                model, tokenizer = self._act(model, tokenizer)
+            result = self._timed("evaluate", lambda: suite.score(task, model, tokenizer, data, ctx))
+            self.out.scores += result.scores
+            self.out.items += result.items
+            self.out.details.update(result.details if len(tasks) == 1 else {task.name: result.details})
+        self.out.scores += suite.summarize(self.out.scores, self._suite_context(tasks[0]))
+        return self.out
+
+    def _suite_context(self, task: Task) -> SuiteContext:
+        return SuiteContext(
+            self.spec.profile, self.spec.seed, self.p.device, self.p.suite_config, self.p.suite_budget,
+            self.workdir / task.name, model=self.spec.model, config_hash=self.spec.config_hash, progress=self.progress,
+        )
+
+    def _timed(self, phase: str, step):
+        self.progress(phase, 0, 1)
+        value = step()
+        self.progress(phase, 1, 1)
+        return value
+
+    def _model_for(self, task: Task, index: int, keep_backbone: bool) -> tuple[nn.Module, Any]:
+        """The task's model, compressed when the adapter acts before fine-tuning."""
+        set_seed(self.spec.seed)
+        model, tokenizer = self._timed("load model", lambda: models.load(self.p.model_ref, task.head))
+        if self.adapter.stage == "after_finetune":
+            return model, tokenizer
+        if index > 0 and _transplant(self.backbone, model):
+            return model, self.tokenizer
+        model, tokenizer = self._act(model, tokenizer)
+        if keep_backbone and index == 0:
+            self.backbone = copy.deepcopy(model)
+        return model, tokenizer
+
+    def _act(self, model: nn.Module, tokenizer: Any) -> tuple[nn.Module, Any]:
+        """Apply the adapter; the first time, also record its report and time the model beside a copy."""
+        first = self.out.compression is None
+        base = copy.deepcopy(model) if first and self.adapter.name != "none" else None
+        teacher = copy.deepcopy(model).eval().requires_grad_(False) if self.adapter.needs_teacher else None
+        fit = FitContext(
+            profile=self.spec.profile, seed=self.spec.seed, device=self.p.device, workdir=self.workdir / "fit",
+            tokenizer=tokenizer, corpora=self._fit_corpora(), budget=self.p.adapter_budget, teacher=teacher,
+            progress=self.progress,
+        )
+        self.progress("fit adapter", 0, 1)
+        start = time.perf_counter()
+        applied: Applied = self.adapter.apply(model, fit)
+        seconds = time.perf_counter() - start
+        self.progress("fit adapter", 1, 1)
+        del teacher, fit  # the teacher is freed before timing and training
+        applied.model.to(self.p.device)
+        if first:
+            self.out.compression = applied.report
+            self.out.fit = FitReport(seconds, applied.details)
+            self.tokenizer = applied.tokenizer
+            self.out.efficiency = self._timed("efficiency", lambda: self._efficiency(applied.model, base))
+        else:
+            self.out.fit = dataclasses.replace(self.out.fit, seconds=self.out.fit.seconds + seconds)
+        return applied.model, applied.tokenizer
+
+    def _fit_corpora(self) -> dict[str, corpora.Corpus]:
+        if self._corpora is None:
+            self._corpora = {name: corpora.load(name, self.p.data_dir) for name in self.adapter.corpora()}
+        return self._corpora
+
+    def _efficiency(self, model: nn.Module, base: nn.Module | None) -> list[LatencyStats]:
+        smoke = self.spec.profile == "smoke"
+        timed = measure([model] if base is None else [base, model], self.p.model_ref.kind, self.p.device, seed=self.spec.seed, smoke=smoke)
+        if base is None:
+            return timed[0]
+        return [dataclasses.replace(s, phase=BASE_PHASE + s.phase) for s in timed[0]] + timed[1]
+
+
+def _transplant(source: nn.Module | None, target: nn.Module) -> bool:
+    """Copy ``source``'s backbone (its ``base_model_prefix`` module) into ``target``, which has a
+    fresh task head; False when the two models do not share that structure."""
+    prefix = getattr(target, "base_model_prefix", None)
+    if source is None or not prefix or type(source) is not type(target) or not isinstance(getattr(source, prefix, None), nn.Module):
+        return False
+    setattr(target, prefix, copy.deepcopy(getattr(source, prefix)))
+    return True

@@ -1,0 +1,118 @@
+"""Planning a run: validate the whole request cheaply, before any model loads or data is read.
+
+A plan builds the suite and adapter from their registries and ``--set`` values, resolves the model,
+checks the adapter against the model's table, picks both budgets from their tables, and checks the
+data the run will read (the suite's files and the adapter's fit corpora: presence and sha256, cached
+by size and mtime). The data revisions go into the run's identity, so a finished run is reused only
+for the same data; missing data is an error even when a finished run exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.adapter import Adapter
+from harness.budgets import PROFILES, is_large
+from harness.config import as_dict, build_config, config_fields, parse_assignments
+from harness.errors import ConfigError
+from harness.registry import ADAPTERS, SUITES
+from harness.results.records import RunSpec
+from harness.sources import corpora, models
+from harness.sources.data import data_root, revisions
+from harness.suite import Suite
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What the user asked for, as typed on the command line."""
+
+    suite: str
+    adapter: str
+    model: str | None = None
+    profile: str = "quick"
+    seed: int = 0
+    settings: tuple[str, ...] = ()
+    data_dir: str | None = None
+    device: str = "auto"
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated request: components built, model resolved, budgets chosen, data checked, spec fixed."""
+
+    suite: Suite
+    suite_config: Any
+    suite_budget: Any
+    adapter: Adapter
+    adapter_budget: Any
+    model_ref: models.ModelRef
+    spec: RunSpec
+    data_dir: Path | None
+    device: str
+    force: bool
+
+
+def _split_settings(pairs: dict[str, str], adapter_cls: type[Adapter], suite: Suite) -> tuple[dict, dict]:
+    """Route each --set key to the adapter or the suite config (``adapter.`` / ``suite.`` prefix optional)."""
+    a_fields, s_fields = config_fields(adapter_cls.config_class), config_fields(suite.config_class)
+    to_adapter, to_suite = {}, {}
+    for key, value in pairs.items():
+        scope, _, bare = key.rpartition(".")
+        if scope == "adapter" or (not scope and bare in a_fields):
+            to_adapter[bare] = value
+        elif scope == "suite" or (not scope and bare in s_fields):
+            to_suite[bare] = value
+        else:
+            valid = ", ".join([*a_fields, *s_fields]) or "none"
+            raise ConfigError(f"--set {key} is not a setting of adapter '{adapter_cls.name}' or suite '{suite.name}'; valid keys: {valid}")
+    return to_adapter, to_suite
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` -> cuda when available, else cpu; an unknown device or cuda without a GPU is an error."""
+    import torch
+
+    if requested not in ("auto", "cpu", "cuda") and not requested.startswith("cuda:"):
+        raise ConfigError(f"unknown device '{requested}'; use auto, cpu or cuda")
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("--device cuda but no CUDA GPU is visible; use --device cpu or auto")
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
+def plan(request: RunRequest) -> Plan:
+    """Validate the whole request before any expensive step (exit code 2 material)."""
+    from transformers import AutoConfig
+
+    if request.profile not in PROFILES:
+        raise ConfigError(f"unknown profile '{request.profile}'; use one of {', '.join(PROFILES)}")
+    device = resolve_device(request.device)
+    suite = SUITES.get(request.suite)()
+    adapter_cls = ADAPTERS.get(request.adapter)
+    to_adapter, to_suite = _split_settings(parse_assignments(list(request.settings)), adapter_cls, suite)
+    adapter = adapter_cls(build_config(adapter_cls.config_class, to_adapter, f"adapter '{adapter_cls.name}'"))
+    suite_config = build_config(suite.config_class, to_suite, f"suite '{suite.name}'")
+    ref = models.resolve(request.model or models.preferred(suite.default_model))
+    for owner, kinds in ((f"suite '{suite.name}'", suite.kinds), (f"adapter '{adapter.name}'", adapter.kinds)):
+        if ref.kind not in kinds:
+            raise ConfigError(f"{owner} needs a {' or '.join(kinds)} model; '{ref.name}' is a {ref.kind}")
+    config = AutoConfig.from_pretrained(ref.location)
+    adapter.check(config.vocab_size, config.hidden_size)
+    large = is_large(config)
+    suite_budget = suite.budgets.select(request.profile, large)
+    adapter_budget = adapter.budgets.select(request.profile, large) if adapter.budgets else None
+    data_dir = data_root(request.data_dir)
+    spec = RunSpec(
+        model=ref.name, model_revision=ref.revision, adapter=adapter.name, adapter_config=as_dict(adapter.config),
+        suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
+        recipe=dataclasses.asdict(suite_budget),
+        adapter_budget=dataclasses.asdict(adapter_budget) if adapter_budget is not None else {},
+        data=revisions(data_dir, suite.sources(suite_config)),
+        fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
+    )
+    return Plan(suite, suite_config, suite_budget, adapter, adapter_budget, ref, spec, data_dir, device, request.force)

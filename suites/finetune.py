@@ -1,0 +1,121 @@
+"""The one fine-tuning protocol: tokenized features + a collator + HF Trainer, then batched prediction.
+
+Every fine-tuning suite is a client: it turns its data into features (dicts of token ids plus
+``labels``) with the encoders here or its own (token tagging aligns labels to sub-tokens, QA adds
+span positions), picks the collator that pads them, and calls :func:`finetune` and :func:`predict`
+with its budget. Single-sentence and pair classification, regression, token tagging and span QA
+all train through the same Trainer set-up, so a recipe change lands in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import (
+    DataCollatorWithPadding,
+    PrinterCallback,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+
+from harness.adapter import ProgressFn
+from harness.suite import SuiteContext
+
+Features = list[dict[str, Any]]
+Collator = Callable[[Features], dict[str, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class FinetuneBudget:
+    """How much data and training a fine-tuning suite spends under one profile."""
+
+    train_examples: int | None  # None = all available
+    eval_examples: int | None   # per language / eval set; None = all
+    epochs: float
+    learning_rate: float
+    batch_size: int
+    weight_decay: float = 0.01
+    max_length: int = 128
+    eval_batch_size: int = 64
+    warmup: float = 0.0  # warm-up steps, or a fraction of all steps when below 1 (transformers warmup_steps)
+
+
+def sentence_features(
+    tokenizer: Any, first: Sequence[str], second: Sequence[str] | None, labels: Sequence[float] | np.ndarray, max_length: int,
+) -> Features:
+    """Features of single sentences (``second`` None) or sentence pairs, one label each
+    (an int class id, or a float for regression)."""
+    enc = tokenizer(list(first), list(second) if second is not None else None, truncation=True, max_length=max_length)
+    keys = list(enc.keys())
+    return [{**{k: enc[k][i] for k in keys}, "labels": labels[i].item() if hasattr(labels[i], "item") else labels[i]} for i in range(len(first))]
+
+
+class _TrainProgress(TrainerCallback):
+    def __init__(self, progress: ProgressFn):
+        self.progress = progress
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.progress("fine-tuning", state.global_step, state.max_steps)
+
+
+def finetune(model: nn.Module, train: Features, collator: Collator, budget: FinetuneBudget, ctx: SuiteContext) -> nn.Module:
+    """Train all weights (the adapter's modules included) on ``train`` with the budget's recipe."""
+    args = TrainingArguments(
+        output_dir=str(ctx.workdir / "trainer"),
+        per_device_train_batch_size=budget.batch_size,
+        learning_rate=budget.learning_rate,
+        weight_decay=budget.weight_decay,
+        num_train_epochs=budget.epochs,
+        warmup_steps=budget.warmup,
+        seed=ctx.seed,
+        data_seed=ctx.seed,
+        save_strategy="no",
+        logging_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=ctx.device == "cpu",
+        dataloader_num_workers=0,
+        remove_unused_columns=False,  # features carry exactly what the model takes
+    )
+    trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator, callbacks=[_TrainProgress(ctx.progress)])
+    trainer.remove_callback(PrinterCallback)  # our progress display replaces its metric prints
+    trainer.train()
+    return trainer.model
+
+
+@torch.inference_mode()
+def predict(
+    model: nn.Module, features: Features, collator: Collator, budget: FinetuneBudget, ctx: SuiteContext,
+    outputs: Sequence[str] = ("logits",), per_token: bool = False,
+) -> dict[str, list[np.ndarray]]:
+    """The model's ``outputs`` (e.g. ``logits``, or ``start_logits`` and ``end_logits``) for every
+    feature, in feature order: one row per feature, or with ``per_token`` one row per real token
+    (padding positions cut off).
+
+    Batched by length (shortest first) to limit padding; labels are not passed to the model.
+    """
+    model.eval().to(ctx.device)
+    order = np.argsort([len(f["input_ids"]) for f in features], kind="stable")
+    out: dict[str, list[np.ndarray]] = {name: [None] * len(features) for name in outputs}
+    steps = range(0, len(order), budget.eval_batch_size)
+    for done, start in enumerate(steps):
+        idx = order[start:start + budget.eval_batch_size]
+        batch = collator([{k: v for k, v in features[i].items() if k != "labels"} for i in idx])
+        result = model(**{k: v.to(ctx.device) for k, v in batch.items()})
+        for name in outputs:
+            values = getattr(result, name).float().cpu().numpy()
+            for row, i in enumerate(idx):
+                length = len(features[i]["input_ids"])
+                out[name][i] = values[row, :length] if per_token else values[row]
+        ctx.progress("evaluating", done + 1, len(steps))
+    return out
+
+
+def padding_collator(tokenizer: Any) -> Collator:
+    """Pads ids, masks and scalar labels: sentence and pair classification, regression."""
+    return DataCollatorWithPadding(tokenizer)

@@ -1,0 +1,1 @@
+"""Test fixture: plugins that break the registry's rules."""

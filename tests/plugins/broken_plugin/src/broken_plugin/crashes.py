@@ -1,0 +1,3 @@
+"""An adapter module that raises on import."""
+
+raise RuntimeError("this plugin is broken on purpose")

@@ -1,0 +1,153 @@
+"""Contract conformance of every registered adapter, on tiny random-init models built from config.
+
+Each adapter in the ``harness.adapters`` entry-point group is applied, with the fit context the
+runner would give it at the smoke profile (its declared fit corpora read from the data directory,
+the teacher when it asks for one, its smoke budget), to a 2-layer encoder with a classification head
+and to a 2-layer decoder with a tied head, both over a 1,000-token byte-level BPE vocabulary trained
+here. A new adapter gets these checks by registering.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+    set_seed,
+)
+
+from harness.adapter import FitContext
+from harness.config import build_config, config_fields
+from harness.errors import ConfigError
+from harness.registry import ADAPTERS
+from harness.sources import corpora
+
+VOCAB = 1000
+KINDS = ("encoder", "decoder")
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(data_dir) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer of VOCAB tokens (leading-space marker Ġ), trained on WikiText-2 train."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    texts = corpora.load("wikitext2_train", data_dir).texts[:300]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<s>", "</s>", "<pad>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+
+
+def tiny_model(kind: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if kind == "encoder":
+        config = BertConfig(vocab_size=VOCAB, hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96, num_labels=3)
+        return BertForSequenceClassification(config).eval()
+    config = LlamaConfig(
+        vocab_size=VOCAB, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, tie_word_embeddings=True, bos_token_id=0, eos_token_id=1, pad_token_id=2,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def _cases():
+    for name in ADAPTERS.names():
+        cls = ADAPTERS.get(name)
+        if cls.__module__.startswith("harness."):  # built-in adapters; plugins are tested by their packages
+            for kind in KINDS:
+                if kind in cls.kinds:
+                    yield pytest.param(name, kind, id=f"{name}-{kind}")
+
+
+def _small_config(cls):
+    """The adapter's defaults, shrunk where a default does not fit a 48-wide, 1,000-token table."""
+    fields = config_fields(cls.config_class)
+    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "200", "anchors": "32"}
+    return build_config(cls.config_class, {k: v for k, v in small.items() if k in fields}, cls.name)
+
+
+def _apply(name: str, kind: str, tokenizer, data_dir: Path, seed: int = 0):
+    cls = ADAPTERS.get(name)
+    adapter = cls(_small_config(cls))
+    model = tiny_model(kind)
+    adapter.check(VOCAB, model.config.hidden_size)
+    set_seed(seed)  # the runner seeds every library before a model is built and fitted
+    fit = FitContext(
+        profile="smoke", seed=seed, device="cpu", workdir=None, tokenizer=tokenizer,
+        corpora={c: corpora.load(c, data_dir) for c in adapter.corpora()},
+        budget=cls.budgets.smoke if cls.budgets else None,
+        teacher=copy.deepcopy(model).requires_grad_(False) if cls.needs_teacher else None,
+    )
+    return adapter.apply(model, fit), tiny_model(kind)
+
+
+def _unique(tensors) -> dict[int, torch.Tensor]:
+    return {t.data_ptr(): t for t in tensors}
+
+
+@pytest.mark.parametrize("name, kind", list(_cases()))
+def test_adapter_conformance(name, kind, tiny_tokenizer, data_dir):
+    applied, base = _apply(name, kind, tiny_tokenizer, data_dir)
+    model, report = applied.model, applied.report
+    ids = torch.tensor(tiny_tokenizer(["the cat sat on the mat", "a dog ran"], padding=True)["input_ids"])
+    # forward shapes: (B, T) ids -> (B, T, D) vectors; the model's own forward still runs
+    assert model.get_input_embeddings()(ids).shape == (*ids.shape, base.config.hidden_size)
+    with torch.inference_mode():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    if kind == "decoder":
+        assert logits.shape[:2] == ids.shape and logits.shape[-1] >= len(applied.tokenizer)
+    else:
+        assert logits.shape == (len(ids), 3)
+    # tie_weights() (called by HF Trainer and lm-eval's HFLM) does not undo the change
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    modules = (type(model.get_input_embeddings()), type(model.get_output_embeddings()))
+    model.tie_weights()
+    assert (type(model.get_input_embeddings()), type(model.get_output_embeddings())) == modules
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    # the report counts what the modules hold: parameters, and stored bytes with buffers (id maps)
+    base_table = base.get_input_embeddings().weight
+    assert report.embedding_params_before == base_table.numel()  # tied decoder: the one shared table
+    assert report.storage_bytes_before == base_table.numel() * base_table.element_size()
+    assert report.emb_param_fraction == report.embedding_params_after / report.embedding_params_before
+    embedding = model.get_input_embeddings()
+    stored = _unique(embedding.state_dict().values())
+    assert report.storage_bytes_after >= sum(t.numel() * t.element_size() for t in stored.values())
+    total = sum(p.numel() for p in _unique(model.parameters()).values())
+    assert report.total_params_after == total or any(hasattr(m, "stored_values") for m in model.modules())
+
+
+@pytest.mark.parametrize("name, kind", list(_cases()))
+def test_same_seed_same_tables(name, kind, tiny_tokenizer, data_dir):
+    first, _ = _apply(name, kind, tiny_tokenizer, data_dir, seed=3)
+    again, _ = _apply(name, kind, tiny_tokenizer, data_dir, seed=3)
+    a, b = first.model.state_dict(), again.model.state_dict()
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:5]
+
+
+@pytest.mark.parametrize("name", ADAPTERS.names())
+def test_bad_settings_are_config_errors_before_any_work(name):
+    """Every numeric setting refuses -1 when the config is built (no model is touched)."""
+    cls = ADAPTERS.get(name)
+    numeric = [f.name for f in dataclasses.fields(cls.config_class) if config_fields(cls.config_class)[f.name] in (int, float)]
+    for field in numeric:
+        with pytest.raises(ConfigError):
+            build_config(cls.config_class, {field: "-1"}, name)
+    with pytest.raises(ConfigError, match="not a setting"):
+        build_config(cls.config_class, {"no_such_setting": "1"}, name)
+
+
+def test_every_built_in_adapter_is_covered():
+    covered = {p.values[0] for p in _cases()}
+    built_in = {n for n in ADAPTERS.names() if ADAPTERS.get(n).__module__.startswith("harness.")}
+    assert covered == built_in  # every built-in adapter supports at least one model kind
