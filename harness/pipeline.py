@@ -69,10 +69,10 @@ class Pipeline:
         tasks = suite.tasks(self.p.suite_config)
         for index, task in enumerate(tasks):
             ctx = self._suite_context(task)
-            model, tokenizer = self._model_for(task, index, len(tasks) > 1)
+            model, tokenizer = self._model_for(task, index, len(tasks) > 1, data)
             model = self._timed("train", lambda: suite.train(task, model, tokenizer, data, ctx))
             if self.adapter.stage == "after_finetune":
-                model, tokenizer = self._act(model, tokenizer)
+                model, tokenizer = self._act(model, tokenizer, task, data)
             result = self._timed("evaluate", lambda: suite.score(task, model, tokenizer, data, ctx))
             self.out.scores += result.scores
             self.out.items += result.items
@@ -92,7 +92,7 @@ class Pipeline:
         self.progress(phase, 1, 1)
         return value
 
-    def _model_for(self, task: Task, index: int, keep_backbone: bool) -> tuple[nn.Module, Any]:
+    def _model_for(self, task: Task, index: int, keep_backbone: bool, data: SuiteData) -> tuple[nn.Module, Any]:
         """The task's model, compressed when the adapter acts before fine-tuning."""
         set_seed(self.spec.seed)
         model, tokenizer = self._timed("load model", lambda: models.load(self.p.model_ref, task.head))
@@ -100,19 +100,19 @@ class Pipeline:
             return model, tokenizer
         if index > 0 and _transplant(self.backbone, model):
             return model, self.tokenizer
-        model, tokenizer = self._act(model, tokenizer)
+        model, tokenizer = self._act(model, tokenizer, task, data)
         if keep_backbone and index == 0:
             self.backbone = copy.deepcopy(model)
         return model, tokenizer
 
-    def _act(self, model: nn.Module, tokenizer: Any) -> tuple[nn.Module, Any]:
+    def _act(self, model: nn.Module, tokenizer: Any, task: Task, data: SuiteData) -> tuple[nn.Module, Any]:
         """Apply the adapter; the first time, also record its report and time the model beside a copy."""
         first = self.out.compression is None
         base = copy.deepcopy(model) if first and self.adapter.name != "none" else None
         teacher = copy.deepcopy(model).eval().requires_grad_(False) if self.adapter.needs_teacher else None
         fit = FitContext(
             profile=self.spec.profile, seed=self.spec.seed, device=self.p.device, workdir=self.workdir / "fit",
-            tokenizer=tokenizer, corpora=self._fit_corpora(), budget=self.p.adapter_budget, teacher=teacher,
+            tokenizer=tokenizer, corpora=self._fit_corpora(task, data), budget=self.p.adapter_budget, teacher=teacher,
             progress=self.progress,
         )
         self.progress("fit adapter", 0, 1)
@@ -131,10 +131,14 @@ class Pipeline:
             self.out.fit = dataclasses.replace(self.out.fit, seconds=self.out.fit.seconds + seconds)
         return applied.model, applied.tokenizer
 
-    def _fit_corpora(self) -> dict[str, corpora.Corpus]:
+    def _fit_corpora(self, task: Task, data: SuiteData) -> dict[str, corpora.Corpus]:
+        """The declared corpora: read once from the data directory; ``task_train`` from the suite, per task."""
         if self._corpora is None:
-            self._corpora = {name: corpora.load(name, self.p.data_dir) for name in self.adapter.corpora()}
-        return self._corpora
+            self._corpora = {name: corpora.load(name, self.p.data_dir) for name in self.adapter.corpora() if name != corpora.TASK_TRAIN}
+        if corpora.TASK_TRAIN not in self.adapter.corpora():
+            return self._corpora
+        texts = tuple(self.p.suite.train_texts(task, data, self.p.suite_config))
+        return {**self._corpora, corpora.TASK_TRAIN: corpora.Corpus(corpora.TASK_TRAIN, texts, {})}
 
     def _efficiency(self, model: nn.Module, base: nn.Module | None) -> list[LatencyStats]:
         smoke = self.spec.profile == "smoke"

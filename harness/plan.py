@@ -101,6 +101,11 @@ def plan(request: RunRequest) -> Plan:
     for owner, kinds in ((f"suite '{suite.name}'", suite.kinds), (f"adapter '{adapter.name}'", adapter.kinds)):
         if ref.kind not in kinds:
             raise ConfigError(f"{owner} needs a {' or '.join(kinds)} model; '{ref.name}' is a {ref.kind}")
+    if corpora.TASK_TRAIN in adapter.corpora() and type(suite).train_texts is Suite.train_texts:
+        raise ConfigError(
+            f"adapter '{adapter.name}' fits on the suite's training texts, but suite '{suite.name}' trains on none; "
+            "set --set corpus=wikitext2_train (or c4_sample)"
+        )
     config = AutoConfig.from_pretrained(ref.location)
     adapter.check(config.vocab_size, config.hidden_size)
     large = is_large(config)

@@ -96,6 +96,12 @@ class Suite(ABC):
     def score(self, task: Task, model: nn.Module, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         """Evaluate ``model`` on ``task``: scores with CIs, and per-item outputs."""
 
+    def train_texts(self, task: Task, data: SuiteData, config: Any) -> list[str]:
+        """The texts ``task`` fine-tunes on (never the scored ones): the ``task_train`` fit corpus of
+        adapters that build from task data. Suites without training texts keep the default, and the
+        plan refuses ``task_train`` for them."""
+        raise NotImplementedError
+
     def summarize(self, scores: list[Score], ctx: SuiteContext) -> list[Score]:
         """Scores across tasks (an average as the papers compute it); default none."""
         return []

@@ -157,6 +157,10 @@ class MtebClassification(Suite):
         )
         return SuiteData({"banking77": banking, "tweeteval_sentiment": tweets}, {**b_files, **t_files})
 
+    def train_texts(self, task: Task, data: SuiteData, config: MtebClfConfig) -> list[str]:
+        """Both tasks' training texts together (paper 004 built one dictionary from all MTEB training sets)."""
+        return [t for name in self.tasks_by_name for t in data.splits[name]["train"].text]
+
     def _task(self, name: str, splits: dict[str, Labeled], budget: ClfBudget, seed: int) -> LocalClassification:
         test = splits["test"]
         if budget.test_examples is not None and budget.test_examples < len(test.label):

@@ -145,6 +145,11 @@ class XNLI(Suite):
         features = sentence_features(tokenizer, train.premise, train.hypothesis, train.label, ctx.budget.max_length)
         return finetune(model, features, padding_collator(tokenizer), ctx.budget, ctx)
 
+    def train_texts(self, task: Task, data: SuiteData, config: XnliConfig) -> list[str]:
+        dev = data.splits["dev"]
+        pairs = dev if config.train == "all" else dev.where(dev.language == "en")
+        return [f"{p} {h}" for p, h in zip(pairs.premise, pairs.hypothesis)]
+
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         budget = ctx.budget
         rng = np.random.default_rng(ctx.seed + 1)

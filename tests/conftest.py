@@ -43,6 +43,16 @@ def minilm_table(minilm_ref):
     return AutoModel.from_pretrained(minilm_ref.location).get_input_embeddings().weight.detach()
 
 
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """SmolLM2's real tokenizer (byte-level BPE, V=49152), without the model."""
+    from transformers import AutoTokenizer
+
+    from harness.sources import models
+
+    return AutoTokenizer.from_pretrained(models.resolve("smollm2").location)
+
+
 @pytest.fixture
 def tiny_decoder():
     """A two-layer random Llama with tied embeddings (V=512, D=64): SmolLM2's structure, small."""

@@ -72,7 +72,7 @@ def _cases():
 def _small_config(cls):
     """The adapter's defaults, shrunk where a default does not fit a 48-wide, 1,000-token table."""
     fields = config_fields(cls.config_class)
-    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "200", "anchors": "32"}
+    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "200", "anchors": "32", "layers": "1"}
     return build_config(cls.config_class, {k: v for k, v in small.items() if k in fields}, cls.name)
 
 
@@ -84,11 +84,18 @@ def _apply(name: str, kind: str, tokenizer, data_dir: Path, seed: int = 0):
     set_seed(seed)  # the runner seeds every library before a model is built and fitted
     fit = FitContext(
         profile="smoke", seed=seed, device="cpu", workdir=None, tokenizer=tokenizer,
-        corpora={c: corpora.load(c, data_dir) for c in adapter.corpora()},
+        corpora={c: _corpus(c, data_dir) for c in adapter.corpora()},
         budget=cls.budgets.smoke if cls.budgets else None,
         teacher=copy.deepcopy(model).requires_grad_(False) if cls.needs_teacher else None,
     )
     return adapter.apply(model, fit), tiny_model(kind)
+
+
+def _corpus(name: str, data_dir: Path) -> corpora.Corpus:
+    """A declared corpus as the runner gives it; ``task_train`` stands in as WikiText-2 train articles."""
+    if name == corpora.TASK_TRAIN:
+        return corpora.Corpus(name, corpora.load("wikitext2_train", data_dir).texts[:200], {})
+    return corpora.load(name, data_dir)
 
 
 def _unique(tensors) -> dict[int, torch.Tensor]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import Annotated, Iterator, Optional
 
@@ -35,21 +36,41 @@ def user_errors() -> Iterator[None]:
 
 class RichProgress:
     """A ``ProgressFn`` drawing one rich bar per label on stderr; the display starts at the first
-    update, so a command that fails early prints nothing but its error line."""
+    update, so a command that fails early prints nothing but its error line.
 
-    def __init__(self) -> None:
+    When stderr is not a terminal (a log file, CI) a live bar would only be drawn at the end, so
+    each label instead prints a plain line at its first update and at every further tenth of its
+    total (again from the start when its count goes back): ``sense vectors: 30/300 (12s)``.
+    """
+
+    def __init__(self, console: Console = err_console) -> None:
+        self.console = console
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console,
+            console=console,
         )
         self.tasks: dict[str, int] = {}
+        self.logged: dict[str, tuple[int, int, float]] = {}  # label -> (last tenth printed, last done, start)
 
     def __call__(self, label: str, done: int, total: int) -> None:
+        if not self.console.is_terminal:
+            self._log(label, done, total)
+            return
         if not self.tasks:
             self.progress.start()
         if label not in self.tasks:
             self.tasks[label] = self.progress.add_task(label, total=total)
         self.progress.update(self.tasks[label], completed=done, total=total)
+
+    def _log(self, label: str, done: int, total: int) -> None:
+        tenth = 10 * done // max(total, 1)
+        last, last_done, start = self.logged.get(label, (-1, -1, time.monotonic()))
+        if done < last_done:  # the label starts over (a second task, a second pass)
+            last, start = -1, time.monotonic()
+        if tenth > last:
+            self.console.print(f"{label}: {done}/{total} ({time.monotonic() - start:.0f}s)", highlight=False, soft_wrap=True)
+            last = tenth
+        self.logged[label] = (last, done, start)
 
     def __enter__(self) -> RichProgress:
         return self

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Annotated, Optional
 
 import pandas as pd
 import typer
-from rich.table import Table
 
-from harness.cli.common import DbOption, console, user_errors
+from harness.cli.common import DbOption, user_errors
 from harness.errors import ConfigError
 from harness.results.store import Store
 
@@ -48,20 +48,19 @@ def results(
     elif format == "json":
         sys.stdout.write(frame.to_json(orient="records", indent=1) + "\n")
     else:
-        console.print(_table(frame))
+        sys.stdout.write(_table(frame) + "\n")
 
 
-def _table(frame: pd.DataFrame) -> Table:
-    table = Table(title=f"{len(frame)} result rows")
+def _table(frame: pd.DataFrame) -> str:
+    """An aligned plain-text table (pandas): rich's table layout took seconds for a few hundred rows."""
     shown = ("run_id", "model", "adapter", "config", "suite", "profile", "language", "metric", "value", "ci_low", "ci_high", "pct_base", "emb_param_fraction")
-    for col in shown:
-        table.add_column(col, justify="right" if frame[col].dtype.kind == "f" else "left")
-    for row in frame.itertuples(index=False):
-        table.add_row(*[_cell(getattr(row, col)) for col in shown])
-    return table
+    view = frame[list(shown)].copy()
+    view["config"] = view.config.map(_config_label)
+    text = view.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.4g}") if len(view) else "(no rows)"
+    return f"{len(frame)} result rows\n{text}"
 
 
-def _cell(v) -> str:
-    if isinstance(v, float):
-        return "-" if pd.isna(v) else f"{v:.4g}"
-    return str(v)
+def _config_label(config: str | None) -> str:
+    """``{"k": 256, "m": 48}`` -> ``k=256 m=48``; the baseline's empty config -> ``-``."""
+    items = json.loads(config or "{}")
+    return " ".join(f"{k}={v}" for k, v in items.items()) or "-"

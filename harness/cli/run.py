@@ -25,8 +25,12 @@ def run(
     force: Annotated[bool, typer.Option("--force", help="Re-run even if an identical finished run is stored.")] = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
+    from transformers.utils import logging as hf_logging
+
     from harness.run import RunRequest, execute
 
+    hf_logging.set_verbosity_error()  # transformers' own progress bars and notices would interleave with ours
+    hf_logging.disable_progress_bar()
     request = RunRequest(suite, adapter, model, profile, seed, tuple(settings or ()), data_dir, device, force)
     store = Store(db)
     with user_errors(), RichProgress() as progress:

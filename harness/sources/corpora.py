@@ -8,6 +8,9 @@ the run's identity and provenance, and hands them to the adapter in ``FitContext
   detokenized with lm-eval's WikiText detokenizer as the ``bpb`` suite does for valid/test.
 * ``c4_sample``: the first :data:`C4_FIT_DOCUMENTS` documents of ``c4_sample/c4_sample.jsonl``; the
   rest of the file is held out as scored text (the ``bpb`` suite's raw-text corpus), never fit text.
+* ``task_train``: the training texts of the suite task being run (paper 004 builds its sense
+  dictionaries from the GLUE / MTEB training sets); the suite provides them
+  (:meth:`harness.suite.Suite.train_texts`), so they are part of the suite's data identity.
 * any other name with a slash: a hub dataset id (its ``train`` split, column ``text``), online only.
 
 Neither local corpus is a test set of any suite.
@@ -30,6 +33,7 @@ LOCAL = {
     "wikitext2_train": DataSource(("wikitext2/train.txt",), "Salesforce/wikitext:wikitext-2-v1"),
     "c4_sample": DataSource(("c4_sample/c4_sample.jsonl",)),
 }
+TASK_TRAIN = "task_train"
 _ARTICLE = re.compile(r"^ = [^=].* = $")  # a top-level heading " = Title = " starts a WikiText article
 
 
@@ -44,11 +48,13 @@ class Corpus:
 
 def source(name: str) -> DataSource:
     """The data source behind a corpus name (validated: a known local name or a hub id)."""
+    if name == TASK_TRAIN:
+        return DataSource(())  # the suite's own data, already in the run's identity
     if name in LOCAL:
         return LOCAL[name]
     if "/" in name:
         return DataSource((), name)
-    raise ConfigError(f"unknown fit corpus '{name}'; use {', '.join(LOCAL)} or a hub dataset id (owner/name)")
+    raise ConfigError(f"unknown fit corpus '{name}'; use {', '.join([*LOCAL, TASK_TRAIN])} or a hub dataset id (owner/name)")
 
 
 def wikitext_articles(lines: list[str]) -> list[str]:

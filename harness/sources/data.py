@@ -99,6 +99,8 @@ def revisions(root: Path | None, sources: Iterable[DataSource]) -> dict[str, str
     """
     out: dict[str, str] = {}
     for source in sources:
+        if not source.files and source.hub_id is None:  # nothing to read (a suite's own training texts)
+            continue
         paths = _local_paths(root, source)
         if paths is not None:
             out.update({f: file_digest(p) for f, p in zip(source.files, paths)})

@@ -1,0 +1,76 @@
+"""Multi-sense drop-in (paper 004, Sections 3.1-3.2): the fine-tuned model's last-layer vectors
+replaced by senses from a dictionary built over a fit corpus.
+
+1. Sense dictionary: the model (as the suite fine-tuned it: stage ``after_finetune``) runs over
+   the fit corpus; each token's last-layer vectors (a uniform sample of at most ``cap``) are
+   clustered into at most ``k`` senses, by k-means (faiss) or, with ``clustering=mcl``, with a
+   per-token k from Markov clustering (Appendix C); see :mod:`harness.senses`.
+2. Drop-in: at inference each token's last-layer vector m_t is replaced by its sense of largest
+   dot product <m_t, s_t^(i)>, then the model's own head runs (a mean-pooled classifier, BERT's
+   first-token pooler, an LM head, MTEB's mean pooling). Tokens without an entry keep m_t.
+
+Reported with the run (``details``): dictionary bytes (also in the compression report's stored
+bytes: the dictionary is part of the model's state), tokens with senses, the senses-per-token
+histogram and the share of tokens with fewer than k senses (paper 004 Table 5's "< 15 senses").
+
+Choices where the paper is silent:
+
+* Fit text: the suite task's training texts by default (``corpus=task_train``), as paper 004 built
+  its GLUE dictionary from the GLUE training sets and its MTEB one from the MTEB training sets
+  (Sections 4.1-4.2, Appendix C); never the scored texts. Suites that train on nothing (bpb,
+  lm_eval) need a named corpus: ``--set corpus=wikitext2_train`` (WikiText, Appendix B) or ``c4_sample``.
+* Decoders (SmolLM2): the causal last hidden state (after the final norm) is clustered as it is;
+  the paper first made Llama bidirectional with LLM2Vec, which is not available offline (paper
+  004 Limitation 2 names the causal states as the alternative).
+* Word similarity (paper 004 Appendix E) needs senses of whole words, not tokens:
+  :meth:`MultisenseAdapter.word_senses` gives them for a word-similarity suite to score by the
+  maximum dot product over sense pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from torch import nn
+
+from harness import senses
+from harness.adapter import Adapter, Compressed, FitContext
+from harness.budgets import Budgets
+
+BUDGETS = Budgets(
+    smoke=senses.SenseBudget(fit_tokens=2_000, window=64, batch_size=16),
+    quick=senses.SenseBudget(fit_tokens=100_000),
+    paper=senses.SenseBudget(fit_tokens=None),
+    large={"quick": senses.SenseBudget(fit_tokens=50_000)},
+)
+
+
+@dataclass(frozen=True)
+class MultisenseConfig(senses.SenseSettings):
+    """The sense dictionary's settings (:class:`harness.senses.SenseSettings`)."""
+
+
+class MultisenseAdapter(Adapter):
+    name = "multisense"
+    config_class = MultisenseConfig
+    budgets = BUDGETS
+    stage = "after_finetune"
+
+    def corpora(self) -> tuple[str, ...]:
+        return (self.config.corpus,)
+
+    def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
+        dictionary, _, facts = senses.fit_dictionary(model, fit, self.config)
+        dictionary.attach(model)
+        return Compressed(model.eval(), details={"clustering": self.config.clustering, **facts})
+
+    def word_senses(self, model: nn.Module, tokenizer, texts: Sequence[str], words: Sequence[str], *,
+                    k: int = 5, cap: int = 8000, seed: int = 0) -> list[np.ndarray]:
+        """Paper 004 Appendix E: senses of whole words, one (k_w, D) matrix per word (k_w <= k;
+        empty when the word never occurs in ``texts``). A word's vector in a context is the mean of
+        its tokens' last-layer vectors; at most ``cap`` contexts per word, clustered by k-means.
+        A suite scores a pair by the maximum dot product over their senses
+        (:func:`harness.senses.max_sense_similarity`)."""
+        return senses.word_senses(model, tokenizer, texts, words, k=k, cap=cap, seed=seed)

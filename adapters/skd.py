@@ -1,0 +1,178 @@
+"""SKD, sense-based knowledge distillation (paper 004, Section 3.3): a student of the teacher's
+first N layers learns to pick the teacher's senses; at inference its arg-max sense feeds the
+teacher's head.
+
+1. Sense dictionary of the teacher (the model as the suite hands it over, fine-tuned where the
+   suite fine-tunes: stage ``after_finetune``) over the fit corpus, as in ``multisense``
+   (:mod:`harness.senses`).
+2. Labels: on every fit window the teacher's arg-max sense index i* = argmax_i <m_t, s_t^(i)> per
+   token (tokens with two or more senses; with one sense there is nothing to learn).
+3. Student: the same model with only its first ``layers`` transformer layers (the authors' Llama
+   student: the first 4 of 32), trained on the fit windows with the paper's loss
+   L = -sum_t log softmax_j <n_t, s_t^(j)> [i*] (:func:`harness.senses.sense_cross_entropy`).
+   W_align maps the student into the dictionary's width only where the widths differ; a student
+   cut from the teacher's own layers has the teacher's width, so none is needed (as in the
+   authors' Llama student).
+4. Inference: the student's last-layer vector n_t is replaced by argmax_j <n_t, s_t^(j)> (tokens
+   without an entry keep n_t, paper 004 Appendix C) and the teacher's head runs on it.
+
+Reported (paper 004 Tables 3-4): parameters and weight bytes of teacher and student, their
+ratio, and the dictionary's bytes, which the paper keeps in CPU memory beside the student.
+
+Choices where the paper is silent, following the authors' scripts where they say:
+
+* Trained: the student's transformer layers only. Token embeddings, a final norm, a pooler and the
+  task head stay the teacher's, frozen (the authors freeze the copied pooler and classifier of
+  their DeBERTa student; embeddings stay frozen here because a decoder ties them to its LM head,
+  the teacher's head).
+* Optimiser: AdamW, weight decay 1e-4, cosine schedule with 10% warm-up (the authors' Llama
+  script: AdamW, 1e-4, cosine with 300 warm-up steps); lr and epochs per profile in ``BUDGETS``
+  (paper Table 9: 4e-5 for a Llama student started from the teacher's layers).
+* Labels are computed once (one teacher pass) and reused every epoch; dropout stays as the
+  model's config has it while training.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import get_cosine_schedule_with_warmup
+
+from harness import senses
+from harness.adapter import Adapter, Compressed, FitContext
+from harness.budgets import Budgets
+from harness.config import require_positive
+from harness.errors import ConfigError
+from harness.measure.efficiency import model_bytes
+
+
+@dataclass(frozen=True)
+class SkdBudget(senses.SenseBudget):
+    epochs: float = 1.0
+    learning_rate: float = 1e-4
+    weight_decay: float = 1e-4
+    warmup_ratio: float = 0.1
+
+
+BUDGETS = Budgets(
+    smoke=SkdBudget(fit_tokens=2_000, window=64, batch_size=16, epochs=1),
+    quick=SkdBudget(fit_tokens=60_000, batch_size=16, epochs=2),
+    paper=SkdBudget(fit_tokens=None, batch_size=8, epochs=2, learning_rate=4e-5),
+    large={"quick": SkdBudget(fit_tokens=30_000, batch_size=16, epochs=2)},
+)
+
+
+@dataclass(frozen=True)
+class SkdConfig(senses.SenseSettings):
+    layers: int = 4  # the student keeps the teacher's first N layers (the authors' Llama student: 4 of 32)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_positive(layers=self.layers)
+
+
+def layer_stack(backbone: nn.Module) -> tuple[nn.Module, str]:
+    """(parent, attribute) of the backbone's list of transformer layers (``encoder.layer`` in BERT,
+    ``layers`` in Llama): the ModuleList with one entry per configured hidden layer."""
+    n = backbone.config.num_hidden_layers
+    for path, module in backbone.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) == n and path:
+            parent, _, attr = path.rpartition(".")
+            return backbone.get_submodule(parent), attr
+    raise ConfigError(f"{type(backbone).__name__}: no list of {n} layers found to cut a student from")
+
+
+def cut_student(model: nn.Module, layers: int) -> nn.ModuleList:
+    """Keep the first ``layers`` transformer layers of ``model`` in place; returns them."""
+    backbone = senses.backbone_of(model)
+    total = backbone.config.num_hidden_layers
+    if layers >= total:
+        raise ConfigError(f"layers={layers} must be below the teacher's {total} layers; pick e.g. --set layers={max(1, total // 3)}")
+    parent, attr = layer_stack(backbone)
+    kept = nn.ModuleList(list(getattr(parent, attr))[:layers])
+    setattr(parent, attr, kept)
+    backbone.config.num_hidden_layers = layers
+    if isinstance(getattr(backbone.config, "layer_types", None), list):
+        backbone.config.layer_types = backbone.config.layer_types[:layers]
+    return kept
+
+
+@torch.inference_mode()
+def label_windows(teacher: nn.Module, dictionary: senses.SenseDictionary, windows: list[list[int]],
+                  budget: SkdBudget, pad_id: int, device: str, progress) -> list[torch.Tensor]:
+    """The teacher's sense label per position of every batch of windows (-1: nothing to learn)."""
+    backbone = senses.backbone_of(teacher).eval().to(device)
+    out = []
+    steps = math.ceil(len(windows) / budget.batch_size)
+    for step, (ids, mask) in enumerate(senses.batches(windows, budget.batch_size, pad_id, device)):
+        out.append(senses.teacher_senses(dictionary, ids, mask, senses.last_hidden(backbone, ids, mask)))
+        progress("teacher senses", step + 1, steps)
+    return out
+
+
+def distill(model: nn.Module, trained: nn.Module, dictionary: senses.SenseDictionary, windows: list[list[int]],
+            labels: list[torch.Tensor], budget: SkdBudget, pad_id: int, fit: FitContext) -> dict[str, float]:
+    """Train ``trained`` (the student's layers) with the SKD loss; returns the last epoch's mean
+    loss and sense agreement with the teacher."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    params = list(trained.parameters())
+    for p in params:
+        p.requires_grad_(True)
+    backbone = senses.backbone_of(model).train().to(fit.device)
+    epochs = math.ceil(budget.epochs)
+    steps = max(1, round(budget.epochs * len(labels)))
+    opt = torch.optim.AdamW(params, lr=budget.learning_rate, weight_decay=budget.weight_decay)
+    schedule = get_cosine_schedule_with_warmup(opt, int(budget.warmup_ratio * steps), steps)
+    generator = torch.Generator().manual_seed(fit.seed)
+    batches = list(senses.batches(windows, budget.batch_size, pad_id, fit.device))
+    step, losses, agreement = 0, [], []
+    for _ in range(epochs):
+        losses, agreement = [], []
+        for b in torch.randperm(len(batches), generator=generator).tolist():
+            if step == steps:
+                break
+            ids, mask = batches[b]
+            loss, agree = senses.sense_cross_entropy(dictionary, ids, labels[b], senses.last_hidden(backbone, ids, mask))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            schedule.step()
+            step += 1
+            losses.append(loss.item())
+            agreement.append(agree)
+            fit.progress("sense distillation", step, steps)
+    model.eval()
+    return {"skd_steps": step, "skd_loss": sum(losses) / max(len(losses), 1), "skd_sense_agreement": sum(agreement) / max(len(agreement), 1)}
+
+
+class SkdAdapter(Adapter):
+    name = "skd"
+    config_class = SkdConfig
+    budgets = BUDGETS
+    needs_teacher = True
+    stage = "after_finetune"
+
+    def corpora(self) -> tuple[str, ...]:
+        return (self.config.corpus,)
+
+    def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
+        teacher = fit.teacher
+        dictionary, windows, facts = senses.fit_dictionary(teacher, fit, self.config)
+        pad_id = fit.tokenizer.pad_token_id or 0
+        labels = label_windows(teacher, dictionary, windows, fit.budget, pad_id, fit.device, fit.progress)
+        teacher_params, teacher_bytes = sum(p.numel() for p in teacher.parameters()), model_bytes(teacher)
+        trained = cut_student(model, self.config.layers)
+        facts |= distill(model, trained, dictionary, windows, labels, fit.budget, pad_id, fit)
+        student_params, student_bytes = sum(p.numel() for p in model.parameters()), model_bytes(model)
+        dictionary.attach(model)
+        facts |= {
+            "teacher_layers": senses.backbone_of(teacher).config.num_hidden_layers, "student_layers": self.config.layers,
+            "teacher_params": teacher_params, "student_params": student_params, "params_ratio": student_params / teacher_params,
+            "teacher_weight_bytes": teacher_bytes, "student_weight_bytes": student_bytes,
+            "weight_bytes_ratio": student_bytes / teacher_bytes,
+        }
+        return Compressed(model, details={"clustering": self.config.clustering, **facts})

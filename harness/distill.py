@@ -1,0 +1,59 @@
+"""Logit distillation: train some parameters so a student's next-token distribution matches a teacher's.
+
+The loop is plain AdamW with linear warm-up and decay (the Hugging Face Trainer's default schedule),
+over fixed-length blocks of token ids cut from running text (no padding, so no mask).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from harness.adapter import ProgressFn, no_progress
+
+
+def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """Mean over positions of KL(p_teacher || p_student).
+
+    The student may score more classes than the teacher (ids the teacher's vocabulary lacks): they
+    take part in the student's softmax with teacher probability 0, so their mass is pushed down.
+    """
+    vocab = teacher_logits.shape[-1]
+    log_q = student_logits.float().log_softmax(-1)[..., :vocab]
+    log_p = teacher_logits.float().log_softmax(-1)
+    return (log_p.exp() * (log_p - log_q)).sum(-1).mean()
+
+
+def token_blocks(tokenizer: Any, texts: Sequence[str], length: int, count: int, seed: int) -> torch.Tensor:
+    """(count, length) blocks of ids: texts tokenized, joined by the EOS token, cut, a seeded sample taken."""
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    ids: list[int] = []
+    for text in texts:
+        ids.extend(tokenizer.encode(text, add_special_tokens=False) + eos)
+        if len(ids) >= 4 * count * length:  # enough to sample from; the rest is not tokenized
+            break
+    blocks = torch.tensor(ids[: len(ids) // length * length]).view(-1, length)
+    pick = np.random.default_rng(seed).permutation(len(blocks))[:count]
+    return blocks[torch.from_numpy(np.sort(pick))]
+
+
+def train(loss: Callable[[torch.Tensor], torch.Tensor], groups: list[dict[str, Any]], blocks: torch.Tensor,
+          batch: int, steps: int, warmup: float, label: str, progress: ProgressFn = no_progress) -> list[float]:
+    """``steps`` AdamW steps (weight decay 0) of ``loss(batch_of_blocks)`` over parameter ``groups``
+    (``{"params": [...], "lr": lr}`` each); returns the loss per step."""
+    optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(warmup * steps), steps)
+    losses = []
+    for step in range(steps):
+        start = step * batch % len(blocks)
+        value = loss(blocks[start:start + batch])
+        value.backward()
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(value.detach()))
+        progress(label, step + 1, steps)
+    return losses

@@ -1,0 +1,456 @@
+"""Sense dictionaries (paper 004): contextual vectors per token, clustered into senses, and the
+drop-in that swaps each last-layer vector for its closest sense. Shared by the adapters
+``multisense`` (the drop-in, paper 004 Sections 3.1-3.2) and ``skd`` (the sense-based student,
+Section 3.3).
+
+1. :func:`fit_windows` cuts the fit corpus into model-sized windows; :func:`collect` runs the
+   model over them and keeps, per token id, a uniform sample of at most ``cap`` last-layer
+   vectors (:class:`TokenVectors`).
+2. :func:`build` clusters each token's vectors into its senses (:mod:`harness.kmeans`, or Markov
+   clustering to pick the number per token) and returns a :class:`SenseDictionary`.
+3. :meth:`SenseDictionary.attach` installs the drop-in on a model; :func:`sense_cross_entropy` is
+   the SKD loss.
+
+Choices where paper 004 is silent, following the authors' code (Qitong-Wang/SenseDict,
+DeBERTa/a1_gather_sense.py, a1_mclsingle.py; Llama/a1_mclmulti.py, a1_kmeans_withmcl.py):
+
+* Every token the model emits a vector for gets senses, special tokens included ([CLS], [SEP],
+  <s>): the authors' gathering script keeps all unpadded positions. A sentence head reads those
+  positions (a mean over all tokens, or the first token), so they must be senses too for the
+  drop-in to be a drop-in.
+* A token seen at most ``k`` times keeps its sampled vectors as its senses (k-means with k >= n
+  puts a centroid on every point; the authors keep raw vectors below a minimum count).
+* The cap is a uniform sample without replacement of each token's occurrences (the ``cap``
+  smallest of one random key per occurrence), seeded; the authors' streaming rule only
+  approximates this. Sampled vectors are held in fp16, as the authors' fp16 teacher produced them.
+* Markov clustering (Appendix C/H): similarity 1 / (euclidean distance + 0.01) between a token's
+  vectors, inflation 1.65, expansion 2 (``markov_clustering``, the authors' library, with its
+  defaults: self-loops 1, pruning 1e-3, at most 100 iterations); tokens with fewer than 5 vectors
+  are not clustered; with c MCL clusters k_t = int(0.4 c) if c > 900 else int(0.1 c), at least 5,
+  then k-means with k_t, all as in the authors' scripts; here k_t is further capped at ``k``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import string
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Literal, Sequence
+
+import faiss
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.spatial.distance import pdist, squareform
+from threadpoolctl import threadpool_limits
+from torch import nn
+
+from harness.adapter import TokenStorage
+from harness.config import require_positive
+from harness.errors import ConfigError, DataError
+from harness.kmeans import kmeans
+
+Clustering = Literal["kmeans", "mcl"]
+Progress = Callable[[str, int, int], None]
+
+KMEANS_NITER = 25         # faiss's default; each token's problem is small (<= cap points)
+MCL_INFLATION = 1.65      # paper 004 Appendix H
+MCL_EXPANSION = 2
+MCL_MIN_VECTORS = 5       # SenseDictionary run_multithread_cluster.sh --occurance 5
+MCL_THRESHOLD = 900       # a1_kmeans_withmcl.py --k_threshold 900
+MCL_FRACTIONS = (0.1, 0.4)  # --k_percent_below / --k_percent_above
+MCL_MIN_K = 5
+SCORE_CHUNK = 4096        # positions scored at once by the drop-in (bounds the gathered senses)
+
+
+@dataclass(frozen=True)
+class SenseSettings:
+    """How a sense dictionary is built (the settings both adapters share)."""
+
+    k: int = 15                          # senses per token at most (paper 004 Table 5; the authors' script used 20)
+    clustering: Clustering = "kmeans"    # "mcl": k per token from Markov clustering (Appendix C, H)
+    cap: int = 1000                      # sampled last-layer vectors per token (the authors' scripts)
+    min_count: int = 1                   # tokens seen fewer times in the fit text get no entry (keep their vector)
+    fp16: bool = True                    # store senses in float16, as the authors' dictionaries are 16-bit
+    corpus: str = "task_train"           # the fit corpus: the suite task's training texts (paper 004 Sections 4.1-4.2), or a named corpus
+
+    def __post_init__(self) -> None:
+        require_positive(k=self.k, cap=self.cap, min_count=self.min_count)
+        if self.clustering not in ("kmeans", "mcl"):
+            raise ConfigError(f"clustering={self.clustering} is unknown; use kmeans or mcl")
+
+
+@dataclass(frozen=True)
+class SenseBudget:
+    """Fit text per profile: how much of the corpus runs through the model, in what windows."""
+
+    fit_tokens: int | None  # tokens read from the corpus (None = all of it)
+    window: int = 128       # tokens per window, special tokens included (the authors' max_seq_len)
+    batch_size: int = 32
+
+
+@dataclass(frozen=True)
+class TokenVectors:
+    """Sampled last-layer vectors grouped by token: token ``ids[i]`` owns
+    ``vectors[offsets[i]:offsets[i + 1]]``; ``seen[i]`` counts its occurrences before the cap."""
+
+    ids: np.ndarray      # (U,) int64, ascending
+    offsets: np.ndarray  # (U + 1,) int64
+    vectors: np.ndarray  # (N, D) float16
+    seen: np.ndarray     # (U,) int64
+    tokens_read: int     # unpadded positions the model ran over
+
+    def of(self, i: int) -> np.ndarray:
+        return self.vectors[self.offsets[i]:self.offsets[i + 1]]
+
+    def capped(self, cap: int) -> TokenVectors:
+        """The sample a smaller ``cap`` would have drawn: each token's vectors are kept in order of
+        their random keys, so the first ``cap`` of them are exactly the bottom-``cap`` sample."""
+        kept = np.minimum(np.diff(self.offsets), cap)
+        rows = np.concatenate([np.arange(s, s + n) for s, n in zip(self.offsets[:-1], kept)]).astype(np.int64)
+        return TokenVectors(self.ids, np.append(0, np.cumsum(kept)), self.vectors[rows], self.seen, self.tokens_read)
+
+
+def fit_windows(tokenizer: Any, texts: Sequence[str], window: int, max_tokens: int | None, seed: int) -> list[list[int]]:
+    """Token-id windows of at most ``window`` tokens (special tokens added per window, as the
+    model sees a text), from the texts in a seeded random order, until ``max_tokens`` are taken."""
+    windows: list[list[int]] = []
+    total = 0
+    for i in np.random.default_rng(seed).permutation(len(texts)):
+        enc = tokenizer(texts[i], truncation=True, max_length=window, return_overflowing_tokens=True)
+        for ids in enc["input_ids"]:
+            if max_tokens is not None and total >= max_tokens:
+                return windows
+            windows.append(list(ids))
+            total += len(ids)
+    return windows
+
+
+def last_hidden(backbone: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) ids and mask -> (B, T, D) last-layer vectors of a transformers base model."""
+    return backbone(input_ids=ids, attention_mask=mask).last_hidden_state
+
+
+def batches(windows: list[list[int]], batch_size: int, pad_id: int, device: str):
+    """Padded (ids, mask) tensors of ``batch_size`` windows each."""
+    for start in range(0, len(windows), batch_size):
+        chunk = windows[start:start + batch_size]
+        width = max(len(w) for w in chunk)
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for row, w in enumerate(chunk):
+            ids[row, :len(w)] = torch.tensor(w)
+            mask[row, :len(w)] = 1
+        yield ids.to(device), mask.to(device)
+
+
+class _Sample:
+    """Per-token uniform sample of at most ``cap`` vectors: every occurrence draws a random key and
+    each token keeps its ``cap`` smallest keys (bottom-k sampling), compacted in bulk."""
+
+    def __init__(self, cap: int, vocab_size: int, seed: int):
+        self.cap, self.rng = cap, np.random.default_rng(seed)
+        self.seen = np.zeros(vocab_size, dtype=np.int64)
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.pending = self.kept = 0
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        self.seen += np.bincount(ids, minlength=len(self.seen))
+        self.parts.append((ids, self.rng.random(len(ids)), vectors.astype(np.float16)))
+        self.pending += len(ids)
+        if self.pending > max(self.kept, 65536):
+            self._compact()
+
+    def _compact(self) -> None:
+        ids, keys, vecs = (np.concatenate(column) for column in zip(*self.parts))
+        order = np.lexsort((keys, ids))  # by token, smallest key first
+        grouped = ids[order]
+        rank = np.arange(len(order)) - np.searchsorted(grouped, grouped, side="left")
+        keep = order[rank < self.cap]  # exact at any compaction time, so the result is too
+        self.parts = [(ids[keep], keys[keep], vecs[keep])]
+        self.kept, self.pending = len(keep), 0
+
+    def result(self, tokens_read: int) -> TokenVectors:
+        if self.parts:
+            self._compact()
+            ids, _, vecs = self.parts[0]
+        else:
+            ids, vecs = np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float16)
+        uniq, starts = np.unique(ids, return_index=True)
+        offsets = np.append(starts, len(ids)).astype(np.int64)
+        return TokenVectors(uniq.astype(np.int64), offsets, vecs, self.seen[uniq], tokens_read)
+
+
+@torch.inference_mode()
+def collect(backbone: nn.Module, windows: list[list[int]], cap: int, vocab_size: int, *, pad_id: int,
+            batch_size: int, seed: int, device: str = "cpu", progress: Progress | None = None) -> TokenVectors:
+    """Run ``backbone`` over ``windows`` and sample at most ``cap`` last-layer vectors per token id."""
+    backbone.eval().to(device)
+    sample = _Sample(cap, vocab_size, seed)
+    steps, read = (len(windows) + batch_size - 1) // batch_size, 0
+    for step, (ids, mask) in enumerate(batches(windows, batch_size, pad_id, device)):
+        real = mask.bool()
+        sample.add(ids[real].cpu().numpy(), last_hidden(backbone, ids, mask)[real].float().cpu().numpy())
+        read += int(real.sum())
+        if progress:
+            progress("sense vectors", step + 1, steps)
+    return sample.result(read)
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """One faiss/BLAS thread while clustering token by token: each problem is tiny (<= cap points),
+    and on a busy 2-core machine two spinning OpenMP threads made each one 100x slower (measured)."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def mcl_clusters(vectors: np.ndarray) -> int:
+    """Number of Markov clusters among one token's vectors (the paper's parameters, module docstring)."""
+    with contextlib.redirect_stderr(io.StringIO()):  # the package writes a matplotlib notice on import
+        import markov_clustering as mc
+    similarity = 1.0 / (squareform(pdist(vectors.astype(np.float64), metric="euclidean")) + 0.01)
+    flow = mc.run_mcl(similarity, inflation=MCL_INFLATION, expansion=MCL_EXPANSION)
+    return len(mc.get_clusters(flow))
+
+
+def senses_wanted(vectors: np.ndarray, k: int, clustering: Clustering) -> int:
+    """How many senses a token with these vectors gets (at most ``k``; every vector when fewer)."""
+    n = len(vectors)
+    if clustering == "kmeans" or n < MCL_MIN_VECTORS:
+        return min(k, n)
+    c = mcl_clusters(vectors)
+    k_t = int(c * (MCL_FRACTIONS[1] if c > MCL_THRESHOLD else MCL_FRACTIONS[0]))
+    return min(k, n, max(k_t, MCL_MIN_K))
+
+
+def token_senses(vectors: np.ndarray, k: int, clustering: Clustering, seed: int) -> np.ndarray:
+    """(n, D) vectors of one token -> (k_t, D) senses: the vectors themselves when k_t = n, else
+    k-means centroids."""
+    points = vectors.astype(np.float32)
+    k_t = senses_wanted(points, k, clustering)
+    if k_t == len(points):
+        return points
+    centroids, _ = kmeans(points, k_t, KMEANS_NITER, seed)
+    return centroids
+
+
+class SenseDictionary(nn.Module, TokenStorage):
+    """The senses of every token with an entry, stored ragged: token ``t`` owns rows
+    ``senses[offsets[t]:offsets[t + 1]]`` (none when the two are equal). Both are persistent
+    buffers, so the dictionary's bytes count in the model's storage.
+
+    Marked :class:`~harness.adapter.TokenStorage`, so the compression report counts it with the
+    token-embedding storage. ``align`` is SKD's W_align (paper 004 Section 3.3): a linear map from a narrower student's
+    vectors into the dictionary's width, applied before the senses are scored; None when the widths
+    match (a student cut from the teacher's own layers).
+    """
+
+    def __init__(self, offsets: torch.Tensor, senses: torch.Tensor, align: nn.Module | None = None):
+        super().__init__()
+        self.register_buffer("offsets", offsets.to(torch.int64))
+        self.register_buffer("senses", senses)
+        self.align = align
+
+    @property
+    def dim(self) -> int:
+        return self.senses.shape[1]
+
+    def counts(self) -> torch.Tensor:
+        """(V,) number of senses per token id (0 = no entry)."""
+        return self.offsets[1:] - self.offsets[:-1]
+
+    def gather(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N,) token ids -> their senses (N, kmax, D) float32, zero-padded, and the (N, kmax) mask
+        of real senses."""
+        start, count = self.offsets[ids], self.counts()[ids]
+        slots = torch.arange(int(count.max()) if len(ids) else 0, device=ids.device)
+        valid = slots[None, :] < count[:, None]
+        rows = torch.where(valid, start[:, None] + slots[None, :], torch.zeros_like(valid, dtype=torch.int64))
+        return self.senses[rows].float() * valid[..., None], valid
+
+    def scores(self, ids: torch.Tensor, vectors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dot products <m_t, s_t^(i)> (N, kmax), -inf on padding slots, and the gathered senses."""
+        senses, valid = self.gather(ids)
+        logits = torch.einsum("nkd,nd->nk", senses, vectors.float())
+        return logits.masked_fill(~valid, float("-inf")), senses
+
+    def choose(self, ids: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+        """Paper 004 Section 3.2: (B, T) ids, (B, T, D) last-layer vectors -> each vector replaced by
+        its token's sense of largest dot product; tokens without an entry keep their vector."""
+        vectors = self.align(vectors) if self.align is not None else vectors
+        out = vectors.clone()
+        flat_ids, flat_out = ids.reshape(-1), out.view(-1, out.shape[-1])
+        positions = torch.nonzero(self.counts()[flat_ids] > 0).flatten()
+        for chunk in positions.split(SCORE_CHUNK):
+            logits, senses = self.scores(flat_ids[chunk], flat_out[chunk])
+            best = logits.argmax(-1)
+            flat_out[chunk] = senses[torch.arange(len(chunk)), best].to(out.dtype)
+        return out
+
+    def attach(self, model: nn.Module) -> None:
+        """Install the drop-in: the dictionary becomes ``model.sense_dictionary`` and a forward hook
+        on the model's backbone swaps its last hidden state for senses, recomputing a first-token
+        pooler (BERT's) from the swapped states, so every head downstream reads senses."""
+        model.sense_dictionary = self
+        backbone_of(model).register_forward_hook(self._swap, with_kwargs=True)
+
+    def _swap(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is None:
+            raise ValueError("the sense drop-in needs input_ids (it looks senses up by token id), not inputs_embeds")
+        hidden = self.choose(ids, output[0])
+        pooler = getattr(module, "pooler", None)
+        if isinstance(output, tuple):
+            rest = output[1:]
+            if pooler is not None and len(rest):
+                rest = (pooler(hidden), *rest[1:])
+            return (hidden, *rest)
+        output["last_hidden_state"] = hidden
+        if pooler is not None and output.get("pooler_output") is not None:
+            output["pooler_output"] = pooler(hidden)
+        return output
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.state_dict().values())
+
+    def statistics(self, k: int) -> dict[str, Any]:
+        """What paper 004 Tables 5-6 report: tokens with an entry, senses per token, bytes."""
+        counts = self.counts()
+        have = counts[counts > 0]
+        hist = torch.bincount(have).tolist() if len(have) else []
+        return {
+            "tokens_with_senses": int(len(have)),
+            "senses": int(have.sum()),
+            "senses_per_token_histogram": {n: c for n, c in enumerate(hist) if c},
+            "tokens_below_k": int((have < k).sum()),
+            "share_below_k": float((have < k).float().mean()) if len(have) else 0.0,
+            "dictionary_bytes": self.nbytes(),
+            "dtype": str(self.senses.dtype).removeprefix("torch."),
+        }
+
+
+def build(vectors: TokenVectors, vocab_size: int, k: int, clustering: Clustering, *, min_count: int = 1,
+          fp16: bool = True, seed: int = 0, progress: Progress | None = None) -> SenseDictionary:
+    """Cluster every token seen at least ``min_count`` times into at most ``k`` senses.
+
+    Raises DataError when no token qualifies (the fit text is too small for ``min_count``).
+    """
+    chosen = np.flatnonzero(vectors.seen >= min_count)
+    if not len(chosen):
+        raise DataError(
+            f"the fit text ({vectors.tokens_read} tokens) gives no token a sense: none occurs {min_count} times; "
+            "use a larger corpus or budget, or a smaller min_count"
+        )
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    parts = []
+    with single_threaded():
+        for step, i in enumerate(chosen):
+            senses = token_senses(vectors.of(i), k, clustering, seed)
+            counts[vectors.ids[i]] = len(senses)
+            parts.append(senses)
+            if progress and (step + 1 == len(chosen) or step % 256 == 0):
+                progress("senses", step + 1, len(chosen))
+    # parts follow ascending token ids, the order the ragged offsets address
+    offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]))
+    senses = torch.from_numpy(np.concatenate(parts)).to(torch.float16 if fp16 else torch.float32)
+    return SenseDictionary(offsets, senses)
+
+
+def fit_dictionary(model: nn.Module, fit: Any, settings: SenseSettings) -> tuple[SenseDictionary, list[list[int]], dict[str, Any]]:
+    """The sense dictionary of ``model``'s last layer over the fit corpus, under ``fit.budget``
+    (a :class:`SenseBudget`); returns it, the fit windows, and the facts to store with the run."""
+    budget: SenseBudget = fit.budget
+    tokenizer = fit.tokenizer
+    windows = fit_windows(tokenizer, fit.corpus(settings.corpus).texts, budget.window, budget.fit_tokens, fit.seed)
+    vocab = model.get_input_embeddings().num_embeddings
+    sampled = collect(
+        backbone_of(model), windows, settings.cap, vocab, pad_id=tokenizer.pad_token_id or 0,
+        batch_size=budget.batch_size, seed=fit.seed, device=fit.device, progress=fit.progress,
+    )
+    dictionary = build(sampled, vocab, settings.k, settings.clustering, min_count=settings.min_count,
+                       fp16=settings.fp16, seed=fit.seed, progress=fit.progress)
+    facts = {"fit_tokens": sampled.tokens_read, "fit_windows": len(windows), "vectors_sampled": len(sampled.vectors),
+             **dictionary.statistics(settings.k)}
+    return dictionary, windows, facts
+
+
+def backbone_of(model: nn.Module) -> nn.Module:
+    """The transformers base model inside a task model (``model.bert``, ``model.model``, a
+    MeanPooledClassifier's ``encoder``), or the model itself when it is one."""
+    inner = getattr(model, getattr(model, "base_model_prefix", ""), None)
+    return inner if isinstance(inner, nn.Module) else model
+
+
+def teacher_senses(dictionary: SenseDictionary, ids: torch.Tensor, mask: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """SKD labels, paper 004 Section 3.3: per position the index of the teacher vector's sense of
+    largest dot product, or -1 where there is nothing to choose (padding, no entry, one sense)."""
+    flat_ids = ids.reshape(-1)
+    labels = torch.full_like(flat_ids, -1)
+    keep = torch.nonzero((mask.reshape(-1) > 0) & (dictionary.counts()[flat_ids] > 1)).flatten()
+    for chunk in keep.split(SCORE_CHUNK):
+        logits, _ = dictionary.scores(flat_ids[chunk], teacher.reshape(-1, teacher.shape[-1])[chunk])
+        labels[chunk] = logits.argmax(-1)
+    return labels.view(ids.shape)
+
+
+def sense_cross_entropy(dictionary: SenseDictionary, ids: torch.Tensor, labels: torch.Tensor,
+                        student: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """SKD loss, paper 004 Section 3.3: mean over labelled positions of the cross-entropy of the
+    softmax over the token's senses of their dot products with the (W_align-mapped) student vector,
+    against the teacher's sense (:func:`teacher_senses`). Padding senses get -inf (the authors'
+    script sets them to 0, which lets a padding slot win the softmax). Returns (loss, share of
+    positions where the student's arg-max sense already is the teacher's)."""
+    keep = torch.nonzero(labels.reshape(-1) >= 0).flatten()
+    if not len(keep):
+        return student.sum() * 0.0, 1.0
+    s = student.reshape(-1, student.shape[-1])[keep]
+    s = dictionary.align(s) if dictionary.align is not None else s
+    logits, _ = dictionary.scores(ids.reshape(-1)[keep], s)
+    target = labels.reshape(-1)[keep]
+    return F.cross_entropy(logits, target), float((logits.argmax(-1) == target).float().mean())
+
+
+def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *, k: int, cap: int,
+                seed: int, window: int = 128, batch_size: int = 32, device: str = "cpu") -> list[np.ndarray]:
+    """Senses of whole words (paper 004 Appendix E): each occurrence of a target word in ``texts``
+    (whitespace words, matched lower-cased without surrounding punctuation) gets the mean of its
+    tokens' last-layer vectors; at most ``cap`` occurrences per word are sampled and clustered into
+    at most ``k`` senses. Returns one (k_w, D) float32 matrix per word, (0, D) when it never occurs."""
+    index = {w.lower(): i for i, w in enumerate(words)}
+    chunks = [ws[s:s + window // 2] for text in texts for ws in [text.split()] for s in range(0, len(ws), window // 2)]
+    backbone = backbone_of(model).eval().to(device)
+    sample = _Sample(cap, len(words), seed)
+    with torch.inference_mode():
+        for start in range(0, len(chunks), batch_size):
+            batch = chunks[start:start + batch_size]
+            enc = tokenizer(batch, is_split_into_words=True, truncation=True, max_length=window, padding=True, return_tensors="pt")
+            hidden = last_hidden(backbone, enc["input_ids"].to(device), enc["attention_mask"].to(device)).float().cpu()
+            for row, chunk in enumerate(batch):
+                positions: dict[int, list[int]] = {}
+                for pos, w in enumerate(enc.word_ids(row)):
+                    if w is not None and chunk[w].strip(string.punctuation).lower() in index:
+                        positions.setdefault(w, []).append(pos)
+                if positions:
+                    ids = np.array([index[chunk[w].strip(string.punctuation).lower()] for w in positions])
+                    means = torch.stack([hidden[row, p].mean(0) for p in positions.values()])
+                    sample.add(ids, means.numpy())
+    found = sample.result(0)
+    dim = backbone.config.hidden_size
+    out = [np.zeros((0, dim), dtype=np.float32) for _ in words]
+    with single_threaded():
+        for i, word in enumerate(found.ids):
+            out[word] = token_senses(found.of(i), k, "kmeans", seed)
+    return out
+
+
+def max_sense_similarity(a: np.ndarray, b: np.ndarray) -> float:
+    """Paper 004 Appendix E: a word pair's score is the largest dot product over their senses
+    (NaN when a word has none)."""
+    return float((a @ b.T).max()) if len(a) and len(b) else float("nan")

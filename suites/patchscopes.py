@@ -1,0 +1,106 @@
+"""Composed decoding, in the spirit of paper 003's Patchscopes tables (Tables 1 and 7).
+
+For a seeded sample of the vocabulary's decomposable forms (the Vocab Diet map of the run's
+tokenizer: UniMorph inflections, capitalized and unspaced variants, ``harness.vocab.decomposition``
+with UniMorph as the only word list), the model continues ``X, X, X, X,`` where X is the form's
+token; the first continued word is ``exact`` (the form), ``base`` (its base word),
+``diff_inflection`` (another form of the same base) or ``other`` (``harness.vocab.patchscopes``).
+Rates with bootstrap CIs, for all sampled forms and per transformation (a form counts for each
+of its transformations).
+
+The unchanged model reads each form's own row (the reference); a Vocab Diet model reads the
+composed vector base + transformations for the forms it removed and decodes through its composed
+head, so %Base tells how much of the decoding survives the composition. Details record how many
+sampled forms the model composes (``composed``).
+
+No training. Data: ``unimorph/eng.tsv`` (lemma, form, features).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.budgets import Budgets
+from harness.measure.metrics import bootstrap_ci
+from harness.results.records import Score
+from harness.sources.data import DataSource, local_or_hub
+from harness.sources.heads import Head
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.vocab import decomposition, patchscopes
+
+UNIMORPH = DataSource(("unimorph/eng.tsv",))
+
+
+@dataclass(frozen=True)
+class PatchscopesConfig:
+    """No settings: the forms come from the run's tokenizer and UniMorph."""
+
+
+@dataclass(frozen=True)
+class PatchscopesBudget:
+    forms: int | None  # forms sampled; None = all
+
+
+class Patchscopes(Suite):
+    name = "patchscopes"
+    description = "Does the model decode a form's (composed) vector to the form? Exact / base / other rates (paper 003 Tables 1, 7)"
+    head = Head("causal_lm")
+    kinds = ("decoder",)
+    default_model = "smollm2"
+    config_class = PatchscopesConfig
+    budgets = Budgets(smoke=PatchscopesBudget(24), quick=PatchscopesBudget(600), paper=PatchscopesBudget(None))
+
+    def sources(self, config: PatchscopesConfig) -> tuple[DataSource, ...]:
+        return (UNIMORPH,)
+
+    def prepare(self, data_dir: Path | None, config: PatchscopesConfig) -> SuiteData:
+        table, files = local_or_hub(data_dir, UNIMORPH, lambda paths: decomposition.read_unimorph(paths[0]), lambda: None)
+        return SuiteData({"unimorph": table}, files)
+
+    def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
+        marker = decomposition.leading_space_marker(tokenizer)
+        decomp = decomposition.build(tokenizer.get_vocab(), marker, data.splits["unimorph"],
+                                     special_ids=tokenizer.all_special_ids)
+        rng = np.random.default_rng(ctx.seed)
+        ids = sorted(decomp.forms)
+        limit = ctx.budget.forms
+        ids = sorted(rng.permutation(ids)[:limit].tolist()) if limit else ids
+        words = {i: t.removeprefix(marker) for i, t in zip(ids, tokenizer.convert_ids_to_tokens(ids))}
+        siblings = _siblings(tokenizer, decomp, marker)
+        texts = patchscopes.continuations(lambda x: model(input_ids=x.to(ctx.device)).logits.cpu(), tokenizer,
+                                          patchscopes.prompts(tokenizer, ids))
+        groups: dict[str, list[str]] = defaultdict(list)
+        for i, text in zip(ids, texts):
+            base, kinds = decomp.forms[i]
+            result = patchscopes.outcome(patchscopes.first_word(text), words[i], siblings[base][base], siblings[base].values())
+            for group in ["all"] + [decomp.transformations[k] for k in kinds]:
+                groups[group].append(result)
+        scores = [s for group, results in groups.items() for s in _rates(group, results, rng)]
+        composed = getattr(model.get_input_embeddings(), "composed", None)
+        details = {"forms": len(ids), "composed": int(composed()[ids].sum()) if composed else 0,
+                   "examples": [[words[i], t] for i, t in list(zip(ids, texts))[:20]]}
+        return SuiteResult(scores, details)
+
+
+def _siblings(tokenizer: Any, decomp: decomposition.Decomposition, marker: str) -> dict[int, dict[int, str]]:
+    """base id -> {id: word} over the base and all its forms (marker stripped)."""
+    out: dict[int, dict[int, str]] = defaultdict(dict)
+    members = [(b, f) for f, (b, _) in decomp.forms.items()] + [(b, b) for b, _ in decomp.forms.values()]
+    for base, token in members:
+        out[base][token] = tokenizer.convert_ids_to_tokens(token).removeprefix(marker)
+    return out
+
+
+def _rates(group: str, results: list[str], rng: np.random.Generator) -> list[Score]:
+    scores = []
+    for kind in patchscopes.OUTCOMES:
+        hits = np.array([r == kind for r in results], dtype=float)
+        low, high = bootstrap_ci([hits], rng)
+        scores.append(Score(group, "en", "-", f"{kind}_rate", float(hits.mean()), low, high, n=len(hits),
+                            higher_is_better=kind == "exact"))
+    return scores

@@ -1,0 +1,194 @@
+"""Sense dictionaries (paper 004): sampling, clustering, the drop-in and the SKD loss, on small real objects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+
+from harness import senses
+from harness.errors import DataError
+
+VOCAB = 60
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: two spinning OpenMP threads on a busy 2-core machine cost 100x (measured)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with senses.single_threaded():
+        yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder():
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    return BertModel(config).eval()
+
+
+@pytest.fixture(scope="module")
+def windows():
+    rng = np.random.default_rng(0)
+    # token 1 is frequent, token 59 never occurs
+    return [[1, *rng.integers(2, VOCAB - 1, size=int(rng.integers(4, 16))), 1] for _ in range(40)]
+
+
+@pytest.fixture(scope="module")
+def sampled(tiny_encoder, windows):
+    return senses.collect(tiny_encoder, windows, cap=6, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
+
+
+def test_collect_counts_every_token_and_caps_a_uniform_sample(tiny_encoder, windows, sampled):
+    occurrences = np.bincount(np.concatenate(windows), minlength=VOCAB)
+    assert sampled.tokens_read == occurrences.sum()
+    assert np.array_equal(sampled.ids, np.flatnonzero(occurrences))
+    assert np.array_equal(sampled.seen, occurrences[sampled.ids])
+    kept = np.diff(sampled.offsets)
+    assert np.array_equal(kept, np.minimum(occurrences[sampled.ids], 6))
+    # every kept vector is one of the token's real last-layer vectors (fp16-rounded)
+    with torch.no_grad():
+        states = [tiny_encoder(input_ids=torch.tensor([w])).last_hidden_state[0].numpy() for w in windows]
+    real = np.concatenate(states)[np.concatenate(windows) == 1]
+    for v in sampled.of(int(np.flatnonzero(sampled.ids == 1)[0])):
+        assert np.abs(real - v.astype(np.float32)).max(axis=1).min() < 1e-2
+    again = senses.collect(tiny_encoder, windows, cap=6, vocab_size=VOCAB, pad_id=0, batch_size=3, seed=0)
+    assert np.array_equal(again.vectors, sampled.vectors)  # the sample does not depend on batching
+    smaller = senses.collect(tiny_encoder, windows, cap=2, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
+    assert np.array_equal(sampled.capped(2).vectors, smaller.vectors)
+    assert np.array_equal(sampled.capped(2).offsets, smaller.offsets)
+
+
+def test_build_keeps_few_vectors_and_clusters_many(sampled):
+    d = senses.build(sampled, VOCAB, k=4, clustering="kmeans", fp16=False)
+    counts = d.counts().numpy()
+    kept = np.diff(sampled.offsets)
+    assert np.array_equal(counts[sampled.ids], np.minimum(kept, 4))
+    assert counts[59] == 0 and counts[0] == 0
+    few = int(np.flatnonzero(kept <= 4)[0])
+    token = sampled.ids[few]
+    stored = d.senses[d.offsets[token]:d.offsets[token + 1]].numpy()
+    assert np.allclose(stored, sampled.of(few).astype(np.float32))
+    stats = d.statistics(4)
+    assert stats["tokens_with_senses"] == len(sampled.ids)
+    assert sum(n * c for n, c in stats["senses_per_token_histogram"].items()) == stats["senses"] == len(d.senses)
+    assert stats["tokens_below_k"] == int((np.minimum(kept, 4) < 4).sum())
+    assert stats["dictionary_bytes"] == d.senses.numel() * 4 + (VOCAB + 1) * 8
+    assert senses.build(sampled, VOCAB, k=4, clustering="kmeans").senses.dtype == torch.float16
+
+
+def test_too_little_text_for_min_count_is_a_data_error(sampled):
+    with pytest.raises(DataError, match="gives no token a sense"):
+        senses.build(sampled, VOCAB, k=4, clustering="kmeans", min_count=10_000)
+
+
+def test_mcl_finds_separated_groups_and_sets_k_from_them():
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(3, 16)) * 10
+    points = np.concatenate([c + 0.1 * rng.normal(size=(30, 16)) for c in centers])
+    assert senses.mcl_clusters(points) == 3
+    # c = 3 clusters (<= 900): k_t = max(int(0.1 * 3), 5) = 5, capped by k
+    assert senses.senses_wanted(points, 15, "mcl") == 5
+    assert senses.senses_wanted(points, 4, "mcl") == 4
+    assert senses.senses_wanted(points[:4], 15, "mcl") == 4  # under 5 vectors: kept as they are
+
+
+def test_drop_in_picks_the_largest_dot_product_and_feeds_the_pooler(tiny_encoder, sampled, windows):
+    d = senses.build(sampled, VOCAB, k=3, clustering="kmeans", fp16=False)
+    ids = torch.tensor([windows[0][:6], [59, 59, 1, 1, 2, 59]])
+    with torch.no_grad():
+        plain = tiny_encoder(input_ids=ids).last_hidden_state
+        chosen = d.choose(ids, plain)
+    for b in range(2):
+        for t in range(6):
+            token = int(ids[b, t])
+            rows = d.senses[d.offsets[token]:d.offsets[token + 1]]
+            if not len(rows):
+                assert torch.equal(chosen[b, t], plain[b, t])  # no entry: the vector is kept
+            else:
+                assert torch.equal(chosen[b, t], rows[(rows @ plain[b, t]).argmax()])
+    model = BertModel(tiny_encoder.config).eval()
+    model.load_state_dict(tiny_encoder.state_dict())
+    d.attach(model)
+    with torch.no_grad():
+        out = model(input_ids=ids)
+        tuple_out = model(input_ids=ids, return_dict=False)
+    assert torch.equal(out.last_hidden_state, chosen)
+    assert torch.allclose(out.pooler_output, model.pooler(chosen))
+    assert torch.equal(tuple_out[0], chosen)
+    assert "sense_dictionary.senses" in model.state_dict()
+
+
+def test_one_sense_per_token_makes_vectors_static(sampled):
+    d = senses.build(sampled, VOCAB, k=1, clustering="kmeans", fp16=False)
+    i = int(np.flatnonzero(sampled.ids == 1)[0])
+    assert torch.allclose(d.senses[d.offsets[1]], torch.from_numpy(sampled.of(i).astype(np.float32).mean(0)), atol=1e-4)
+    a, b = torch.randn(1, 1, 32), torch.randn(1, 1, 32)
+    ids = torch.tensor([[1]])
+    assert torch.equal(d.choose(ids, a), d.choose(ids, b))
+
+
+def test_drop_in_on_a_causal_lm_feeds_the_lm_head(tiny_decoder):
+    rng = np.random.default_rng(1)
+    windows = [list(rng.integers(0, 512, size=12)) for _ in range(20)]
+    sampled = senses.collect(senses.backbone_of(tiny_decoder), windows, cap=8, vocab_size=512, pad_id=0, batch_size=4, seed=0)
+    d = senses.build(sampled, 512, k=2, clustering="kmeans")
+    ids = torch.tensor([windows[0]])
+    with torch.no_grad():
+        hidden = tiny_decoder.model(input_ids=ids).last_hidden_state
+        d.attach(tiny_decoder)
+        logits = tiny_decoder(input_ids=ids).logits
+    assert torch.allclose(logits, tiny_decoder.lm_head(d.choose(ids, hidden)), atol=1e-5)
+
+
+def test_sense_cross_entropy_is_the_papers_loss_and_trains_an_aligned_student(sampled):
+    d = senses.build(sampled, VOCAB, k=3, clustering="kmeans", fp16=False)
+    ids = torch.tensor([[1, 2, 59, 3]])
+    mask = torch.tensor([[1, 1, 1, 0]])
+    teacher = torch.randn(1, 4, 32)
+    student = torch.randn(1, 4, 32, requires_grad=True)
+    labels = senses.teacher_senses(d, ids, mask, teacher)
+    assert labels[0, 2] == -1 and labels[0, 3] == -1  # no entry; padding
+    loss, _ = senses.sense_cross_entropy(d, ids, labels, student)
+    manual = []
+    for t in (0, 1):  # token 59 has no entry and position 3 is padding
+        rows = d.senses[d.offsets[int(ids[0, t])]:d.offsets[int(ids[0, t]) + 1]]
+        label = (rows @ teacher[0, t]).argmax()
+        manual.append(-torch.log_softmax(rows @ student[0, t], 0)[label])
+    assert torch.allclose(loss, torch.stack(manual).mean())
+    loss.backward()
+    assert student.grad[0, :2].abs().sum() > 0 and student.grad[0, 2:].abs().sum() == 0
+    _, agree = senses.sense_cross_entropy(d, ids, labels, teacher)
+    assert agree == 1.0
+    # W_align: a narrower student (16 wide) learns to pick the teacher's senses
+    torch.manual_seed(0)
+    d.align = torch.nn.Linear(16, 32)
+    narrow = torch.randn(1, 4, 16, requires_grad=True)
+    opt = torch.optim.Adam([narrow, *d.align.parameters()], lr=0.05)
+    for _ in range(100):
+        opt.zero_grad()
+        loss, agree = senses.sense_cross_entropy(d, ids, labels, narrow)
+        loss.backward()
+        opt.step()
+    assert agree == 1.0 and d.choose(ids, narrow.detach()).shape == (1, 4, 32)
+
+
+def test_word_senses_average_a_words_tokens_and_score_by_the_best_pair(minilm_ref):
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(minilm_ref.location), AutoModel.from_pretrained(minilm_ref.location)
+    texts = ["The river bank was muddy.", "She paid the bank, (the loan) in cash.", "Snowboarding is fun. A BANK!"]
+    words = ["bank", "snowboarding", "absent"]
+    found = senses.word_senses(model, tokenizer, texts, words, k=2, cap=10, seed=0)
+    assert [len(s) for s in found] == [2, 1, 0]
+    enc = tokenizer(["Snowboarding", "is", "fun.", "A", "BANK!"], is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**enc).last_hidden_state[0]
+    pieces = [i for i, w in enumerate(enc.word_ids(0)) if w == 0]
+    assert len(pieces) > 1  # a word of several word pieces: its vector is their mean
+    assert np.allclose(found[1][0], hidden[pieces].mean(0).numpy(), atol=1e-2)
+    assert senses.max_sense_similarity(found[0], found[1]) == pytest.approx(float((found[0] @ found[1].T).max()))
+    assert np.isnan(senses.max_sense_similarity(found[0], found[2]))

@@ -1,0 +1,41 @@
+"""Every registered suite runs its smoke profile end to end on the smallest model it supports, and
+its result keeps the contract: declared data sources cover what it read, CIs bracket their values,
+the baseline's %Base is 100, per-item outputs are aligned, efficiency is recorded."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from harness.registry import SUITES
+from harness.results.store import Store
+from harness.run import RunRequest, execute
+
+SMALLEST = {"encoder": "minilm", "decoder": "smollm2"}
+
+
+def _built_in_suites() -> list[str]:
+    return [n for n in SUITES.names() if SUITES.get(n).__module__.startswith("harness.")]
+
+
+@pytest.mark.parametrize("name", _built_in_suites())
+def test_suite_smoke_run_keeps_the_contract(name, tmp_path):
+    suite = SUITES.get(name)()
+    model = SMALLEST["encoder" if "encoder" in suite.kinds else "decoder"]
+    (outcome,) = execute(RunRequest(name, "none", model=model, profile="smoke"), Store(tmp_path / "r.duckdb"))
+    rec = outcome.record
+    assert rec.status == "finished" and rec.scores and outcome.stored
+    read = {Path(f).as_posix() for f in rec.provenance.data_files}
+    assert rec.spec.data and all(any(f.endswith(declared) for declared in rec.spec.data) for f in read)  # sources() covers prepare()
+    for s in rec.scores:
+        assert math.isfinite(s.value), s
+        if s.ci_low is not None:
+            assert s.ci_low <= s.value + 1e-9 and s.value <= s.ci_high + 1e-9, s
+        assert s.pct_base is None or s.pct_base == pytest.approx(100.0), s
+    for it in rec.items:
+        assert len(it.ids) == len(it.values) == len(set(it.ids)) > 0, (it.task, it.language)
+        assert not it.predictions or len(it.predictions) == len(it.ids)
+    assert rec.efficiency and all(e.p50_ms > 0 and e.peak_mem_mb > 0 for e in rec.efficiency)
+    assert rec.compression.emb_param_fraction == 1.0 and rec.fit is not None
