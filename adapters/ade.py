@@ -34,8 +34,8 @@ Choices where the paper is open (the extraction also lost most inline symbols), 
 * Stage 1 runs on minibatches of vocabulary rows by default (every row counts once), or on the
   texts of a fit corpus (``fit_on=wikitext2_train`` / ``c4_sample``: frequent tokens count more;
   rows that never occur keep their matching-pursuit start). Adam, lr 1e-2, steps per profile in
-  ``BUDGETS``. The teacher is the input table of the model handed to ``compress`` (the unchanged
-  model at stage ``before_finetune``), detached, so no second copy of the model is made.
+  ``BUDGETS``. The teacher is the input table of ``fit.teacher``, the runner's frozen copy of the
+  unchanged model (``needs_teacher``).
 * After stage 1 the anchors are rescaled to unit mean length (the cosine loss leaves their scale
   free); a flattened element is w * A[a] * sqrt(D), Vaswani et al.'s embedding scale, so that a
   dominant anchor is about as long as its sinusoidal position encoding (norm sqrt(D / 2)).
@@ -64,6 +64,8 @@ from harness.adapters.asg import concept_id_dtype
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from harness.adapter import Adapter, Compressed, FitContext
+from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
 from harness.kmeans import kmeans
@@ -84,8 +86,35 @@ class AdeConfig:
             raise ConfigError(f"threshold={self.threshold} must be in (0, 1) (a share of the word's anchor weight); set e.g. --set threshold=0.05")
         if not self.temperature > 0:
             raise ConfigError(f"temperature={self.temperature} must be positive; set e.g. --set temperature=0.1")
-        if not self.max_anchors <= min(self.K, 255):
-            raise ConfigError(f"max_anchors={self.max_anchors} must be at most K={self.K} and 255; set e.g. --set max_anchors=8")
+        if self.max_anchors > 255:
+            raise ConfigError(f"max_anchors={self.max_anchors} must be at most 255 (counts are stored as uint8); set e.g. --set max_anchors=8")
+
+    @property
+    def n_max(self) -> int:
+        """Anchors per word at most: ``max_anchors``, or K when there are fewer anchors."""
+        return min(self.max_anchors, self.K)
+
+
+@dataclass(frozen=True)
+class AdeBudget:
+    """Stage-1 distillation per profile."""
+
+    steps: int                   # Adam steps
+    rows: int = 4096             # vocabulary rows per step (fit_on=vocab)
+    texts: int = 32              # fit-corpus texts per step (fit_on=a corpus), up to 128 tokens each
+    learning_rate: float = 1e-2
+    kmeans_niter: int = 10       # faiss k-means iterations for the initial anchors
+    # Stage 3 (the suite's training of the new model): the model's own rate and warm-up
+    train_learning_rate: float = 1e-3
+    train_warmup: float = 0.1    # steps, or a fraction of all steps when below 1
+
+
+BUDGETS = Budgets(
+    smoke=AdeBudget(steps=5, rows=512, texts=8, kmeans_niter=2),
+    # MiniLM, K=500: the loss stops falling after about 100 steps of 4,096 rows (13 epochs of the vocabulary)
+    quick=AdeBudget(steps=200),
+    paper=AdeBudget(steps=2000, kmeans_niter=25, train_warmup=1000),  # Section 4.2: 500-1000 warm-up steps
+)
 
 
 # ---- Stage 1: anchor distillation -------------------------------------------------------------
@@ -125,7 +154,7 @@ class AnchorDictionary(nn.Module):
         unit = F.normalize(table.detach().float().cpu(), dim=1)
         centroids, _ = kmeans(unit.numpy(), config.K, niter, seed)
         anchors = F.normalize(torch.from_numpy(centroids), dim=1)
-        sets, coefs = matching_pursuit(unit, anchors, config.max_anchors)
+        sets, coefs = matching_pursuit(unit, anchors, config.n_max)
         logits = config.temperature * torch.log(coefs / coefs.sum(1, keepdim=True))
         return cls(anchors, sets, logits, config.temperature)
 
@@ -263,33 +292,34 @@ def flatten_anchor_groups(vectors: torch.Tensor, valid: torch.Tensor) -> tuple[t
 class SegmentAwareAttention(nn.Module):
     """Multi-head self-attention over the flattened anchors (Eq. 6-8); pads get -inf scores."""
 
-    def __init__(self, dim: int, heads: int, dropout: float):
+    def __init__(self, dim: int, heads: int):
         super().__init__()
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
-        self.heads, self.dropout = heads, dropout
+        self.heads = heads
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, S, D) anchors, (B, S) mask -> (B, S, D)."""
         batch, size, dim = x.shape
         q, k, v = self.qkv(x).view(batch, size, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask[:, None, None, :], dropout_p=self.dropout if self.training else 0.0
-        )
+        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
         return self.out(attended.transpose(1, 2).reshape(batch, size, dim))
 
 
 class AdeForSequenceClassification(nn.Module):
     """VP lookup -> GPE -> SAT (one self-attention layer) -> attention pooling -> classifier, with
     a transformers sequence classifier's interface: ``forward(input_ids, attention_mask, labels)``
-    returns ``.loss`` and ``.logits``. ``config`` is the base model's (vocab size, labels)."""
+    returns ``.loss`` and ``.logits``. ``config`` is the base model's (vocab size, labels).
+    ``training_recipe`` (learning rate, warm-up) replaces the suite's fine-tuning rate: this model
+    is trained from its distilled anchors and random SAT weights, not fine-tuned."""
 
-    def __init__(self, projection: VocabularyProjection, config, sat: bool, dropout: float = 0.1):
+    def __init__(self, projection: VocabularyProjection, config, sat: bool, dropout: float = 0.1, training_recipe: dict | None = None):
         super().__init__()
+        self.training_recipe = training_recipe or {}
         dim = projection.embedding_dim
         self.config = config
         self.projection = projection
-        self.attention = SegmentAwareAttention(dim, config.num_attention_heads, dropout) if sat else None
+        self.attention = SegmentAwareAttention(dim, config.num_attention_heads) if sat else None
         self.norm = nn.LayerNorm(dim)
         self.pool_score = nn.Linear(dim, 1)  # attention pooling: one score per anchor
         self.classifier = nn.Linear(dim, config.num_labels)
@@ -300,6 +330,9 @@ class AdeForSequenceClassification(nn.Module):
 
     def get_output_embeddings(self) -> None:
         return None
+
+    def tie_weights(self) -> None:
+        """Nothing is tied: there is no output embedding."""
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """SAT output per flattened anchor (B, S, D) and the anchor mask (B, S)."""
@@ -321,3 +354,50 @@ class AdeForSequenceClassification(nn.Module):
         logits = self.classifier(self.dropout(pooled))
         loss = F.cross_entropy(logits, labels) if labels is not None else None  # Eq. 12
         return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+class AdeAdapter(Adapter):
+    """ADE: anchor distillation from the teacher's table, Vocabulary Projection, and a new model
+    (VP lookup, GPE, SAT, pooling, classifier) in place of the whole encoder."""
+
+    name = "ade"
+    config_class = AdeConfig
+    budgets = BUDGETS
+    needs_teacher = True
+    kinds = ("encoder",)
+    heads = ("sequence_classification",)  # the SAT classifier replaces the encoder and its head
+
+    def corpora(self) -> tuple[str, ...]:
+        return () if self.config.fit_on == "vocab" else (self.config.fit_on,)
+
+    def check(self, vocab_size: int, hidden_size: int) -> None:
+        if self.config.K > vocab_size:
+            raise ConfigError(f"K={self.config.K} anchors exceed the vocabulary size {vocab_size}; pick K <= {vocab_size} (paper: 100-700)")
+
+    def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
+        cfg, budget = self.config, fit.budget
+        teacher = fit.teacher.get_input_embeddings().weight.detach().float().to(fit.device)  # (V, D), frozen
+        fit.progress("anchors: k-means + matching pursuit", 0, 1)
+        dictionary = AnchorDictionary.start(teacher, cfg, budget.kmeans_niter, fit.seed).to(fit.device)
+        if cfg.fit_on == "vocab":
+            batches = vocabulary_batches(len(teacher), budget.rows, fit.seed)
+        else:
+            batches = corpus_batches(fit.tokenizer, fit.corpus(cfg.fit_on).texts, budget.texts, fit.seed)
+        losses = distill(dictionary, teacher, batches, budget.steps, budget.learning_rate, fit.progress)
+        projection = VocabularyProjection.project(dictionary, cfg.threshold)
+        with torch.no_grad():
+            words = torch.arange(len(teacher), device=teacher.device)[None]
+            cos = F.cosine_similarity(projection(words)[0], teacher, dim=-1)
+        recipe = {"learning_rate": budget.train_learning_rate, "warmup": budget.train_warmup}
+        classifier = AdeForSequenceClassification(projection, model.config, cfg.sat, training_recipe=recipe).to(fit.device)
+        counts = projection.anchor_count.long()
+        details = {
+            "distill_loss_first": losses[0] if losses else None,
+            "distill_loss_last": losses[-1] if losses else None,
+            "cosine_to_teacher_after_vp": float(cos.mean()),
+            "anchors_per_word_mean": float(counts.float().mean()),
+            "anchors_per_word_histogram": torch.bincount(counts, minlength=cfg.n_max + 1).tolist(),
+            "anchors_used": int(projection.anchor_index[counts[:, None] > torch.arange(cfg.n_max, device=counts.device)].long().unique().numel()),
+            "params_besides_anchors": sum(p.numel() for n, p in classifier.named_parameters() if not n.startswith("projection.")),
+        }
+        return Compressed(classifier, details=details)

@@ -38,7 +38,7 @@ def fitted(minilm_table):
 
 
 @pytest.mark.parametrize("bad", [{"K": 0}, {"threshold": 0.0}, {"threshold": 1.0}, {"threshold": 1.5},
-                                 {"temperature": 0.0}, {"K": 4, "max_anchors": 8}])
+                                 {"temperature": 0.0}, {"max_anchors": 300}])
 def test_config_rejects_bad_values(bad):
     with pytest.raises(ConfigError):
         AdeConfig(**bad)
@@ -146,3 +146,47 @@ def test_word_order_matters_only_with_sat(fitted):
         with_sat, without = _classifier(fitted, True), _classifier(fitted, False)
         assert not torch.allclose(with_sat(ids).logits, with_sat(flipped).logits, atol=1e-4)  # GPE + attention
         assert torch.allclose(without(ids).logits, without(flipped).logits, atol=1e-5)  # an order-free pool
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--suite", "ag_news", "--set", "K=0"], "K=0 must be a positive integer"),
+    (["--suite", "ag_news", "--set", "threshold=0"], "threshold=0.0 must be in (0, 1)"),
+    (["--suite", "ag_news", "--set", "threshold=1.5"], "threshold=1.5 must be in (0, 1)"),
+    (["--suite", "ag_news", "--model", "minilm", "--set", "K=40000"], "exceed the vocabulary size 30522"),
+    (["--suite", "tokenizer", "--model", "minilm"], "adapter 'ade' builds sequence_classification models"),
+    (["--suite", "ag_news", "--model", "smollm2"], "'smollm2' is a decoder"),
+    (["--suite", "dbpedia14", "--data-dir", "{empty}"], "expected dbpedia14/test.csv"),
+])
+def test_cli_bad_input_exits_2_with_one_line(args, fragment, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")  # dbpedia14: no release file and no hub
+    args = [a.format(empty=tmp_path) for a in args]
+    result = CliRunner().invoke(app, ["run", "--adapter", "ade", "--profile", "smoke", *args, "--db", str(tmp_path / "r.duckdb")])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_ag_news_smoke_run_stores_anchors_indices_and_weights(tmp_path):
+    """The runner's path: teacher from the fit context, the SAT model trained by the suite, storage
+    = anchors (K x D fp32) + index (V x n_max, uint16 for K=500) + weight (V x n_max fp32) + count (V uint8)."""
+    from harness.results.store import Store
+    from harness.run import RunRequest, execute
+
+    base, ade = execute(RunRequest("ag_news", "ade", model="minilm", profile="smoke"), Store(tmp_path / "r.duckdb"))
+    rec = ade.record
+    assert rec.status == "finished", rec.error
+    vocab, dim, n_max = 30522, 384, AdeConfig().n_max
+    report = rec.compression
+    assert report.storage_bytes_before == vocab * dim * 4
+    assert report.storage_bytes_after == 500 * dim * 4 + vocab * n_max * (2 + 4) + vocab
+    assert report.embedding_params_after == 500 * dim  # anchors train; indices and weights are fixed buffers
+    facts = rec.fit.details
+    assert 1 <= facts["anchors_per_word_mean"] <= n_max and facts["distill_loss_last"] < facts["distill_loss_first"]
+    assert {s.metric for s in rec.scores} >= {"accuracy", "f1", "precision", "recall"}
+    assert all(s.chance == 0.25 for s in rec.scores) and rec.items and len(rec.items[0].ids) == 32
+    assert rec.efficiency and any(e.phase.startswith("base:") for e in rec.efficiency)

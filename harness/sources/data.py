@@ -88,7 +88,8 @@ def _local_paths(root: Path | None, source: DataSource) -> list[Path] | None:
 def _missing(root: Path | None, source: DataSource, cause: str = "") -> DataError:
     expected = ", ".join(source.files)
     where = f"under {root}" if root else "(no data directory set)"
-    return DataError(f"dataset files missing {where}: expected {expected}{cause}; set HARNESS_DATA_DIR or --data-dir to a folder holding them")
+    hub = f", or go online to load the hub's {source.hub_id}" if source.hub_id else ""
+    return DataError(f"dataset files missing {where}: expected {expected}{cause}; set HARNESS_DATA_DIR or --data-dir to a folder holding them{hub}")
 
 
 def revisions(root: Path | None, sources: Iterable[DataSource]) -> dict[str, str]:
