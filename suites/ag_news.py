@@ -15,8 +15,8 @@ from harness.suite import Head
 
 BUDGETS = Budgets(
     smoke=FinetuneBudget(train_examples=48, eval_examples=32, epochs=1, learning_rate=1e-4, batch_size=16, max_length=64),
-    # carved from the test file: 600 train and 400 eval rows per class
-    quick=FinetuneBudget(train_examples=2400, eval_examples=1600, epochs=2, learning_rate=8e-5, batch_size=32),
+    # carved from the test file: 400 train and 200 eval rows per class; 100 steps fit one shared CPU core
+    quick=FinetuneBudget(train_examples=1600, eval_examples=800, epochs=2, learning_rate=8e-5, batch_size=32, max_length=64),
     # paper 002 Section 4.2: AdamW, batch 32, 500-1000 warm-up steps, 30,000 steps (8 epochs)
     paper=FinetuneBudget(train_examples=None, eval_examples=None, epochs=8, learning_rate=5e-5, batch_size=32, warmup=1000),
 )

@@ -22,8 +22,8 @@ LABELS = (
 
 BUDGETS = Budgets(
     smoke=FinetuneBudget(train_examples=56, eval_examples=28, epochs=1, learning_rate=1e-4, batch_size=16, max_length=64),
-    # carved from the test file: 200 train and 100 eval rows per class
-    quick=FinetuneBudget(train_examples=2800, eval_examples=1400, epochs=2, learning_rate=8e-5, batch_size=32),
+    # carved from the test file: 100 train and 50 eval rows per class
+    quick=FinetuneBudget(train_examples=1400, eval_examples=700, epochs=2, learning_rate=8e-5, batch_size=32, max_length=64),
     # paper 002 Section 4.2: AdamW, batch 32, 500-1000 warm-up steps, 70,000 steps (4 epochs)
     paper=FinetuneBudget(train_examples=None, eval_examples=None, epochs=4, learning_rate=5e-5, batch_size=32, warmup=1000),
 )
