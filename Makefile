@@ -17,9 +17,9 @@ test:
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)} \
 		$(BIN)/python -m pytest -q
 
+# issue 20's performance table (heads, decode, memory; a few minutes on 2 cores)
 bench:
-	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.asg_speed
-	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks.decode_speed
+	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks --json benchmarks/out/bench.json
 
 # The committed results.duckdb: real quick-profile xnli runs (each "model adapter key=value ..."
 # entry is one `harness run`; a model's baseline is run once and reused, and runs already stored

@@ -17,7 +17,11 @@ Choices where the paper is open, written down here:
 
 * k-means is faiss's (the paper runs nanopq with faiss k-means): 25 iterations, faiss's
   subsampling to 256 points per centroid, seeded with the run's seed. With the same seed this
-  gives the codebooks and codes of ``faiss.ProductQuantizer`` (checked in the tests).
+  gives the codebooks and codes of ``faiss.ProductQuantizer`` (checked in the tests). That is the
+  paper profile. The quick profile trains each codebook on a subsample of 64 points per centroid
+  (65,536 of me5-small's 250,037 segments at k = 1,024; every token is still assigned to its
+  nearest final centroid), a quarter of the work; smoke runs 2 iterations on 16 points per
+  centroid (:data:`BUDGETS`, recorded with the run under ``kmeans``).
 * The ConceptID map stores s_i in [0, k) (Appendix C: "integers in [0,k)") in the smallest
   unsigned integer dtype (uint8 for k <= 256, uint16 up to 65536, else int32); the
   row offset i*k is added at lookup. Storage counts these bytes as held, not bit-packed, so it is
@@ -26,24 +30,32 @@ Choices where the paper is open, written down here:
   head shares the input side's codebooks and ConceptIDs, preserving the tie; untied tables are
   quantized separately (Section 2.4's OE'). The tie flag in the config is cleared so
   ``tie_weights()`` leaves the head alone. An output bias, if any, is kept.
-* Output logits are computed from the (m x k) segment scores H_i . c_{i,j} and summed with one
-  ``embedding_bag`` over the ConceptIDs: no V x D matrix is ever built.
+* Output logits are computed from the (m x k) segment scores H_i . c_{i,j}, summed over the
+  ConceptIDs by a fused CPU kernel (inference) or one ``embedding_bag`` (training, CUDA): no V x D
+  matrix is ever built.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import faiss
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.adapter import Adapter, FitContext, ProgressFn, replace_tables
+from harness import gather_sum
+from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
+from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.kmeans import kmeans
+from harness.kmeans import KmeansBudget, KmeansSettings, budget_of, fit_threads, kmeans
+
+BUDGETS = Budgets(
+    smoke=KmeansBudget(max_niter=2, max_points_per_centroid=16),
+    quick=KmeansBudget(max_points_per_centroid=64),
+    paper=KmeansBudget(),
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +90,7 @@ def concept_id_dtype(k: int) -> torch.dtype:
 
 
 def product_quantize(
-    table: np.ndarray, k: int, m: int, shared: bool, niter: int, seed: int, progress: ProgressFn
+    table: np.ndarray, k: int, m: int, shared: bool, settings: KmeansSettings, seed: int, progress: ProgressFn
 ) -> tuple[np.ndarray, np.ndarray]:
     """PQ of ``table`` (V, D) -> (codebooks, codes).
 
@@ -90,14 +102,14 @@ def product_quantize(
     segments = np.ascontiguousarray(table.reshape(V, m, d), dtype=np.float32)
     if shared:
         progress("k-means (shared codebook)", 0, 1)
-        centroids, labels = kmeans(segments.reshape(V * m, d), k, niter, seed)
+        centroids, labels = kmeans(segments.reshape(V * m, d), k, settings, seed)
         progress("k-means (shared codebook)", 1, 1)
         return centroids, labels.reshape(V, m)
     codebooks = np.empty((m * k, d), dtype=np.float32)
     codes = np.empty((V, m), dtype=np.int64)
     for i in range(m):
         progress("k-means per segment", i, m)
-        codebooks[i * k:(i + 1) * k], codes[:, i] = kmeans(np.ascontiguousarray(segments[:, i]), k, niter, seed)
+        codebooks[i * k:(i + 1) * k], codes[:, i] = kmeans(np.ascontiguousarray(segments[:, i]), k, settings, seed)
     progress("k-means per segment", m, m)
     return codebooks, codes
 
@@ -135,41 +147,58 @@ class ConceptEmbedding(nn.Module):
 class ConceptLMHead(nn.Module):
     """Output side of ASG (Section 2.4): logit_t = sum_i H_i . u_{t,i}.
 
-    Computed as segment scores S[n, i*k + j] = H_i . C_i[j], shape (N, m*k), then one
-    ``embedding_bag`` (mode "sum") that adds, for every token t, the m scores its ConceptIDs
-    select. Memory is O(N*m*k + N*V); a (V, D) table is never formed.
+    Segment scores S[i*k + j, n] = H_i . C_i[j] (one row per Concept Vector, one column per hidden
+    state), then for every token t the sum of the m scores its ConceptIDs select. Two ways to the
+    same sum, neither forming a (V, D) table:
+
+    * :meth:`reference_sum`: one ``embedding_bag`` (mode "sum") over the score rows; differentiable,
+      any device and dtype. Used for training (gradients enabled), on CUDA and without a compiler.
+    * :mod:`harness.gather_sum`: a fused CPU kernel reading the (m, V) map in its stored dtype
+      (float32 inference on CPU; one call for the whole head at batch 1). Same logits up to the
+      order of the float additions.
     """
 
     def __init__(self, concepts: ConceptEmbedding, bias: torch.Tensor | None = None):
         super().__init__()
         self.concepts = concepts
         self.bias = None if bias is None else nn.Parameter(bias.detach().clone())
-        k, m = concepts.k, concepts.m
-        # (V, m) int32 bag indices into the flattened score matrix; derived, so not stored
-        rows = concepts.concept_ids.int() + torch.arange(m, dtype=torch.int32) * k
-        self.register_buffer("score_rows", rows, persistent=False)
+        # (m, V) ConceptIDs, segment-major, in the map's dtype: the order the gather-sum reads
+        # them; derived from the stored (V, m) map, so not stored
+        self.register_buffer("codes", concepts.concept_ids.T.contiguous(), persistent=False)
 
     @property
     def out_features(self) -> int:
         return self.concepts.num_embeddings
 
-    def segment_scores(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(N, D) hidden states -> (N, m*k) scores H_i . C_i[j]."""
+    def score_table(self, hidden: torch.Tensor, columns: int) -> torch.Tensor:
+        """(N, D) hidden states -> (m*k, columns) segment scores H_i . C_i[j], concept-major (row
+        i*k + j, one column per hidden state; columns beyond N are zero padding)."""
         c = self.concepts
-        h = hidden.reshape(hidden.shape[0], c.m, -1)  # (N, m, D/m)
-        books = c.codebooks if c.shared else c.codebooks.view(c.m, c.k, -1)
-        pattern = "nid,jd->nij" if c.shared else "nid,ijd->nij"
-        return torch.einsum(pattern, h, books.to(h.dtype)).reshape(hidden.shape[0], c.m * c.k)
+        h = F.pad(hidden, (0, 0, 0, columns - hidden.shape[0])).view(columns, c.m, -1)  # (columns, m, D/m)
+        books = c.codebooks.to(h.dtype)
+        if c.shared:
+            return torch.einsum("jd,nid->ijn", books, h).reshape(c.m * c.k, columns)
+        return torch.bmm(books.view(c.m, c.k, -1), h.permute(1, 2, 0)).view(c.m * c.k, columns)
+
+    def reference_sum(self, table: torch.Tensor, n: int) -> torch.Tensor:
+        """(m*k, >= n) score table -> (n, V) logits with one ``embedding_bag`` over the ConceptIDs."""
+        width = table.shape[0] // self.concepts.m
+        offsets = torch.arange(self.concepts.m, device=self.codes.device, dtype=torch.int32)[:, None] * width
+        rows = (self.codes.int() + offsets).T.contiguous()  # (V, m) rows of the table
+        return F.embedding_bag(rows, table, mode="sum")[:, :n].T  # (n, V)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         lead = hidden.shape[:-1]
-        scores = self.segment_scores(hidden.reshape(-1, hidden.shape[-1]))  # (N, m*k)
-        n = scores.shape[0]
-        # embedding_bag's CPU kernel is ~50x slower for a one-column table (decode at batch 1),
-        # so a lone token is given a duplicate column and the copy dropped afterwards
-        table = scores.T.expand(-1, 2) if n == 1 else scores.T
-        logits = F.embedding_bag(self.score_rows, table.contiguous(), mode="sum")[:, :n]  # (V, N)
-        logits = logits.T
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        n = flat.shape[0]
+        training = torch.is_grad_enabled() and (flat.requires_grad or self.concepts.codebooks.requires_grad)
+        if not training and gather_sum.applies(flat):
+            if n == 1:
+                logits = gather_sum.one_state_logits(flat[0], self.concepts.codebooks, self.codes, self.concepts.shared)
+            else:
+                logits = gather_sum.gather_sum(self.score_table(flat, gather_sum.padded_width(n)), self.codes, n)
+        else:  # a lone hidden state gets a second (zero) column: embedding_bag's CPU kernel is ~50x slower on one
+            logits = self.reference_sum(self.score_table(flat, max(n, 2)), n)
         if self.bias is not None:
             logits = logits + self.bias
         return logits.reshape(*lead, -1)
@@ -180,6 +209,7 @@ class AsgAdapter(Adapter):
 
     name = "asg"
     config_class = AsgConfig
+    budgets = BUDGETS
 
     def check(self, vocab_size: int, hidden_size: int) -> None:
         self.config.check_table(vocab_size, hidden_size)
@@ -188,12 +218,16 @@ class AsgAdapter(Adapter):
         """Quantize a (V, D) table into a :class:`ConceptEmbedding`."""
         cfg = self.config
         cfg.check_table(*table.shape)
-        if fit.threads:
-            faiss.omp_set_num_threads(fit.threads)
         values = table.detach().float().cpu().numpy()
-        codebooks, codes = product_quantize(values, cfg.k, cfg.m, cfg.shared, cfg.niter, fit.seed, fit.progress)
+        with fit_threads(fit.threads):
+            codebooks, codes = product_quantize(values, cfg.k, cfg.m, cfg.shared, self.settings(fit), fit.seed, fit.progress)
         books = torch.from_numpy(codebooks).to(device=table.device, dtype=table.dtype)
         return ConceptEmbedding(books, torch.from_numpy(codes).to(table.device), cfg.k, cfg.shared)
 
-    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
-        return replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output)
+    def settings(self, fit: FitContext) -> KmeansSettings:
+        """The k-means settings of this fit: the config's iterations under the profile's budget."""
+        return budget_of(fit.budget).settings(self.config.niter)
+
+    def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
+        model = replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output)
+        return Compressed(model, details={"kmeans": self.settings(fit).record()})

@@ -30,6 +30,8 @@ Choices where the paper is open, written down here:
   not be unique) and so is M >= V (nothing would be saved).
 * Algorithm 2 clusters whole pretrained rows (the paper's rho_n), not their slices, with faiss
   k-means (random initial centroids; the paper cites k-means++), ``niter`` iterations, seeded.
+  The smoke profile caps them at 2 and trains on 16 points per centroid (:data:`BUDGETS`,
+  recorded with the run under ``kmeans``); quick and paper run the configured iterations.
 * Uniqueness under naive k-means: a level-k group must fit into the M^(K-k) codes left below it,
   which the paper's Algorithm 2 does not guarantee. Each cluster is therefore capped at M^(K-k)
   tokens; points of an overfull cluster go to their next-nearest cluster with room
@@ -50,22 +52,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import faiss
 import numpy as np
 import torch
 from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from harness.adapter import Adapter, FitContext, ProgressFn, replace_tables
+from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
+from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
 from harness.kmeans import (
+    KmeansBudget,
+    KmeansSettings,
     assign_with_capacity,
     balanced_kmeans,
+    budget_of,
+    fit_threads,
     kmeans,
     squared_distances,
 )
+
+BUDGETS = Budgets(smoke=KmeansBudget(max_niter=2, max_points_per_centroid=16), quick=KmeansBudget(), paper=KmeansBudget())
 
 
 def min_sub_embeddings(vocab: int, K: int) -> int:
@@ -116,21 +124,23 @@ def random_codes(vocab: int, K: int, M: int) -> np.ndarray:
     return np.stack([(n // M**k) % M for k in range(K)], axis=1)
 
 
-def _split(points: np.ndarray, M: int, capacity: int, equal: bool, niter: int, seed: int, rng: np.random.Generator) -> np.ndarray:
+def _split(
+    points: np.ndarray, M: int, capacity: int, equal: bool, settings: KmeansSettings, seed: int, rng: np.random.Generator,
+) -> np.ndarray:
     """Cluster labels in [0, M) for one group, no cluster above ``capacity`` tokens."""
     n = len(points)
     if n <= M:
         return rng.permutation(M)[:n]
     if equal:
-        return balanced_kmeans(points, M, niter, seed)[1]
-    centroids, labels = kmeans(points, M, niter, seed)
+        return balanced_kmeans(points, M, settings, seed)[1]
+    centroids, labels = kmeans(points, M, settings, seed)
     if np.bincount(labels, minlength=M).max() <= capacity:
         return labels
     return assign_with_capacity(squared_distances(points, centroids), capacity)
 
 
 def clustered_codes(
-    table: np.ndarray, K: int, M: int, equal: bool, niter: int, seed: int, progress: ProgressFn
+    table: np.ndarray, K: int, M: int, equal: bool, settings: KmeansSettings, seed: int, progress: ProgressFn
 ) -> np.ndarray:
     """Algorithm 2: (V, K) codes by recursive k-means within groups sharing a code prefix."""
     vocab = len(table)
@@ -148,7 +158,7 @@ def clustered_codes(
                 if level == K - 1:  # last level: distinct random labels (Algorithm 2, line 12)
                     codes[members, level] = rng.permutation(M)[:len(members)]
                     continue
-                labels = _split(points[members], M, capacity, equal, niter, seed, rng)
+                labels = _split(points[members], M, capacity, equal, settings, seed, rng)
                 codes[members, level] = labels
                 order = np.argsort(labels, kind="stable")
                 bounds = np.flatnonzero(np.diff(labels[order])) + 1
@@ -177,6 +187,7 @@ class KsubAdapter(Adapter):
 
     name = "ksub"
     config_class = KsubConfig
+    budgets = BUDGETS
 
     def check(self, vocab_size: int, hidden_size: int) -> None:
         self.config.check_table(vocab_size, hidden_size)
@@ -188,10 +199,9 @@ class KsubAdapter(Adapter):
         M = cfg.sub_embeddings(vocab)
         if cfg.allocation == "random":
             return random_codes(vocab, cfg.K, M)
-        if fit.threads:
-            faiss.omp_set_num_threads(fit.threads)
         values = table.detach().float().cpu().numpy()
-        return clustered_codes(values, cfg.K, M, cfg.kmeans == "equal", cfg.niter, fit.seed, fit.progress)
+        with fit_threads(fit.threads):
+            return clustered_codes(values, cfg.K, M, cfg.kmeans == "equal", self.settings(fit), fit.seed, fit.progress)
 
     def fit(self, table: torch.Tensor, fit: FitContext) -> ConceptEmbedding:
         """Replace a (V, D) table by K sub-tables and a (V, K) code map."""
@@ -202,5 +212,11 @@ class KsubAdapter(Adapter):
         sub_tables = sub_tables_from(table.cpu(), codes, M).to(table.device)
         return ConceptEmbedding(sub_tables, codes.to(table.device), k=M, shared=False)
 
-    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
-        return replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output)
+    def settings(self, fit: FitContext) -> KmeansSettings:
+        """The k-means settings of this fit: the config's iterations under the profile's budget."""
+        return budget_of(fit.budget).settings(self.config.niter)
+
+    def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
+        model = replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output)
+        details = {"kmeans": self.settings(fit).record()} if self.config.allocation == "clustered" else {}
+        return Compressed(model, details=details)

@@ -20,6 +20,12 @@ Choices where the papers are open, written down here:
 * k-means runs 10 iterations by default, not faiss's 25: at C = 0.4 V one iteration costs
   0.4 V^2 D multiply-adds (about 1.4e11 for MiniLM, seconds on a 2-core CPU), so ten keep the
   fit within the quick profile's budget. ``--set niter=25`` restores faiss's default.
+* Large vocabularies: for me5-small (V = 250,037, C = 100,015) one exact iteration is 9.6e12
+  multiply-adds, minutes on 2 cores. From 20,000 groups on, the assignment step therefore searches
+  an IVF index over the centroids (:func:`harness.kmeans.indexed_kmeans`): each token is compared
+  with the centroids in its ``nprobe`` nearest cells only (quick 4, paper 16). Smoke caps the fit
+  at one iteration, 16 points per centroid and one cell per token, whatever the model. The
+  settings are recorded with the run under ``kmeans`` (:data:`BUDGETS`).
 * Decoders: only the input side is grouped. Tokens of one group would get identical logits from a
   grouped output head, so generation could not tell them apart (paper 000 Section 1: SG "is
   limited to encoder-only models"); the output head stays the dense V x D matrix. When the base
@@ -31,17 +37,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import faiss
 import numpy as np
 import torch
 import torch.nn.functional as F
 from harness.adapters.asg import concept_id_dtype
 from torch import nn
 
-from harness.adapter import Adapter, FitContext, replace_tables
+from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, no_progress, replace_tables
+from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.kmeans import cluster_means, kmeans
+from harness.kmeans import KmeansBudget, KmeansSettings, any_kmeans, budget_of, cluster_means, fit_threads
+
+BUDGETS = Budgets(
+    smoke=KmeansBudget(max_niter=1, max_points_per_centroid=16, nprobe=1, indexed_from=0),
+    quick=KmeansBudget(nprobe=4),
+    paper=KmeansBudget(nprobe=16),
+)
 
 
 @dataclass(frozen=True)
@@ -63,12 +75,14 @@ class SgConfig:
             raise ConfigError(f"fraction={self.fraction} gives no group for V={vocab}; pick fraction >= {1 / vocab:.2g}")
 
 
-def semantic_groups(table: np.ndarray, groups: int, niter: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def semantic_groups(
+    table: np.ndarray, groups: int, settings: KmeansSettings, seed: int, progress: ProgressFn = no_progress,
+) -> tuple[np.ndarray, np.ndarray]:
     """k-means over whole rows of ``table`` (V, D) -> (group vectors (C', D), group ids (V,)).
 
     Group vectors are member means; empty clusters are dropped and ids renumbered, so C' <= groups.
     """
-    _, labels = kmeans(table, groups, niter, seed)
+    _, labels = any_kmeans(table, groups, settings, seed, progress)
     means, counts = cluster_means(table, labels, groups)
     kept = np.flatnonzero(counts)
     renumber = np.full(groups, -1)
@@ -106,6 +120,7 @@ class SgAdapter(Adapter):
 
     name = "sg"
     config_class = SgConfig
+    budgets = BUDGETS
 
     def check(self, vocab_size: int, hidden_size: int) -> None:
         self.config.check_table(vocab_size, hidden_size)
@@ -114,16 +129,19 @@ class SgAdapter(Adapter):
         """Group the rows of a (V, D) table into a :class:`SemanticGroupEmbedding`."""
         cfg = self.config
         cfg.check_table(*table.shape)
-        if fit.threads:
-            faiss.omp_set_num_threads(fit.threads)
-        fit.progress("k-means over token vectors", 0, 1)
         values = np.ascontiguousarray(table.detach().float().cpu().numpy())
-        vectors, ids = semantic_groups(values, cfg.groups(len(values)), cfg.niter, fit.seed)
-        fit.progress("k-means over token vectors", 1, 1)
+        with fit_threads(fit.threads):
+            vectors, ids = semantic_groups(values, cfg.groups(len(values)), self.settings(fit, len(values)), fit.seed, fit.progress)
         return SemanticGroupEmbedding(
             torch.from_numpy(vectors).to(device=table.device, dtype=table.dtype), torch.from_numpy(ids).to(table.device)
         )
 
-    def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
+    def settings(self, fit: FitContext, vocab: int) -> KmeansSettings:
+        """The k-means settings for a ``vocab``-row table: the config's iterations under the profile's budget."""
+        return budget_of(fit.budget).settings(self.config.niter, self.config.groups(vocab))
+
+    def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
         # no grouped head: the dense head keeps the pretrained table, untied
-        return replace_tables(model, lambda table: self.fit(table, fit), None, output=False)
+        vocab = model.get_input_embeddings().weight.shape[0]
+        model = replace_tables(model, lambda table: self.fit(table, fit), None, output=False)
+        return Compressed(model, details={"kmeans": self.settings(fit, vocab).record()})

@@ -1,1 +1,6 @@
-"""Performance measurements (not part of the test run); see benchmarks/README.md."""
+"""Performance measurements (not part of the test run): ``python -m benchmarks`` or ``harness bench``.
+
+Installed as ``harness.benchmarks``. Modules: timing (ABAB pairs, CUDA events), heads (output heads
+vs the dense projection), decode (greedy tokens/s), memory (resident bytes, fresh processes),
+models (packaged and random-weight decoders), report (rows, markdown, JSON), run (all sections).
+"""

@@ -33,6 +33,9 @@ def parse_assignments(pairs: list[str]) -> dict[str, str]:
 
 def _coerce(name: str, raw: str, hint: Any) -> Any:
     origin = get_origin(hint)
+    optional = [a for a in get_args(hint) if a is not type(None)] if type(None) in get_args(hint) else []
+    if len(optional) == 1:  # ``int | None``: "none" gives None, anything else parses as the other type
+        return None if raw.lower() == "none" else _coerce(name, raw, optional[0])
     if origin is Literal:
         choices = get_args(hint)
         if raw not in choices:

@@ -49,7 +49,7 @@ from torch import nn
 from harness.adapter import TokenStorage
 from harness.config import require_positive
 from harness.errors import ConfigError, DataError
-from harness.kmeans import kmeans
+from harness.kmeans import KmeansSettings, kmeans
 
 Clustering = Literal["kmeans", "mcl"]
 Progress = Callable[[str, int, int], None]
@@ -237,7 +237,7 @@ def token_senses(vectors: np.ndarray, k: int, clustering: Clustering, seed: int)
     k_t = senses_wanted(points, k, clustering)
     if k_t == len(points):
         return points
-    centroids, _ = kmeans(points, k_t, KMEANS_NITER, seed)
+    centroids, _ = kmeans(points, k_t, KmeansSettings(KMEANS_NITER), seed)
     return centroids
 
 

@@ -14,7 +14,7 @@ TABLE_COLUMNS = {
     "adapter": "adapter", "config": "config", "value": "score", "ci_low": "CI low", "ci_high": "CI high",
     "pct_base": "%Base", "emb_param_fraction": "emb. fraction", "storage_mb": "storage MB",
     "latency_ratio": "latency × base", "model": "model", "profile": "profile", "task": "task", "metric": "metric",
-    "run_id": "run_id",
+    "shots": "shots", "run_id": "run_id",
 }
 EFFICIENCY_COLUMNS = {
     "adapter": "adapter", "config": "config", "latency_ratio": "latency × base", "throughput_ratio": "tokens/s × base",
@@ -47,9 +47,33 @@ def headline(scores: pd.DataFrame) -> pd.DataFrame:
     return scores[scores.language.eq("avg") | (~has_avg & size.eq(1))].reset_index(drop=True)
 
 
-def matching_papers(papers: pd.DataFrame, suite: str, task: str, metric: str) -> pd.DataFrame:
-    """The papers' points for one chart: same suite and metric, same task up to case and punctuation."""
-    same = papers.suite.eq(suite) & papers.metric.eq(metric) & papers.task.map(task_key).eq(task_key(task))
+# A paper's name for what a suite scores under another name: lm-eval's ``acc`` is the papers'
+# ``accuracy``; paper 003's "ARC" is ARC-Challenge (its values are Challenge levels, see suites/lm_eval.py).
+METRIC_ALIASES = {"acc": "accuracy"}
+TASK_ALIASES = {("lm_eval", "arc"): "arcchallenge"}
+_SHOTS = re.compile(r"\b(\d+)-shot\b|\b(zero)-shot\b", re.IGNORECASE)
+
+
+def paper_shots(setting: str | None, notes: str | None) -> int | None:
+    """In-context examples a paper's row was scored with, read from its setting, else its notes
+    ("5-shot in-context", "zero-shot"); None where neither says."""
+    for text in (setting, notes):
+        found = _SHOTS.search(text) if isinstance(text, str) else None
+        if found:
+            return 0 if found.group(2) else int(found.group(1))
+    return None
+
+
+def matching_papers(papers: pd.DataFrame, suite: str, task: str, metric: str, shots: float | None = None) -> pd.DataFrame:
+    """The papers' points for one chart: same suite and metric, same task up to case and punctuation
+    (and the aliases above); for a prompted task (``shots`` set), only rows scored with as many
+    in-context examples, so that a 0-shot run never sits beside a paper's 5-shot point."""
+    metrics = {metric, METRIC_ALIASES.get(metric, metric)}
+    keys = papers.task.map(task_key)
+    keys = keys.where(~papers.suite.eq(suite), keys.map(lambda k: TASK_ALIASES.get((suite, k), k)))
+    same = papers.suite.eq(suite) & papers.metric.isin(metrics) & keys.eq(task_key(task))
+    if shots is not None and not pd.isna(shots):
+        same &= pd.Series([paper_shots(s, n) for s, n in zip(papers.setting, papers.notes)], index=papers.index, dtype=object).eq(int(shots))
     return papers[same]
 
 

@@ -45,16 +45,17 @@ def pareto(data: Snapshot, colours: dict[str, str], paper_rows: int) -> None:
     show_papers = st.toggle("Show the papers' reported points (hollow markers)", value=True)
     if not paper_rows:
         st.caption("No paper rows in this database: `harness reference load --db PATH` adds them.")
-    for (suite, model, profile, task, metric), points in heads.groupby(frames.GROUP, sort=False):
-        papers = frames.matching_papers(data.papers, suite, task, metric)
+    for (suite, model, profile, task, metric, shots), points in heads.groupby([*frames.GROUP, "shots"], sort=False, dropna=False):
+        papers = frames.matching_papers(data.papers, suite, task, metric, shots)
+        prompted = "" if pd.isna(shots) else f", {int(shots)}-shot"
         st.subheader(f"{suite} · {model} · {profile} profile")
         st.caption(
-            f"%Base of {metric} on {task} (average over languages where scored per language) against the share of "
+            f"%Base of {metric} on {task}{prompted} (average over languages where scored per language) against the share of "
             f"embedding parameters kept. Dashed: the Pareto frontier of the measured runs. Hollow: {len(papers)} "
             "points the papers report for their own base models, %Base against their own baselines."
         )
         fig = plots.pareto_figure(points, papers if show_papers else None, colours)
-        st.plotly_chart(fig, key=_key("pareto", suite, model, profile, task, metric))
+        st.plotly_chart(fig, key=_key("pareto", suite, model, profile, task, metric, shots))
 
 
 def table(data: Snapshot, failed: int) -> None:

@@ -19,7 +19,7 @@ _WHERE = "list_contains(?, model) AND list_contains(?, suite) AND list_contains(
 
 PAPER_COLUMNS = (
     "paper", "table", "method", "base_model", "config", "suite", "task", "setting", "metric", "value",
-    "pct_base", "emb_param_fraction",
+    "pct_base", "emb_param_fraction", "notes",
 )
 _PAPER_SELECT = ", ".join(f'"{c}"' for c in PAPER_COLUMNS)  # quoted: "table" is a keyword
 
@@ -67,8 +67,8 @@ def overview(store: Store) -> Overview:
 def scores(store: Store, f: Filters) -> pd.DataFrame:
     """Finished runs' scores (the ``results`` view), every language."""
     return store.query(
-        "SELECT run_id, model, adapter, config, suite, profile, seed, task, language, metric, value, ci_low, ci_high, "
-        f"pct_base, emb_param_fraction, storage_bytes, baseline_run_id, finished_at FROM results WHERE {_WHERE} "
+        "SELECT run_id, model, adapter, config, suite, profile, seed, task, language, metric, shots, value, ci_low, "
+        f"ci_high, pct_base, emb_param_fraction, storage_bytes, baseline_run_id, finished_at FROM results WHERE {_WHERE} "
         "ORDER BY suite, model, profile, finished_at, run_id, task, language, metric",
         f.params(),
     )

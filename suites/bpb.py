@@ -104,5 +104,6 @@ class BitsPerByte(Suite):
         folder = ctx.workdir / name
         data_file = write_jsonl(folder / "texts.jsonl", ({"text": t} for t in docs))
         include = render_tasks(["bpb"], folder, {"texts.jsonl": data_file})
-        per_doc = run_tasks(model, tokenizer, [TASK], include, "bits_per_byte", ctx, batch_size=1, max_length=ctx.budget.max_length)[TASK]
+        out = run_tasks(model, tokenizer, [TASK], include, ("bits_per_byte",), ctx, batch_size=1, max_length=ctx.budget.max_length)
+        per_doc = out[TASK].values["bits_per_byte"]
         return -per_doc[:, 0], per_doc[:, 1]

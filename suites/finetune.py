@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 from transformers import (
+    DataCollatorForTokenClassification,
     DataCollatorWithPadding,
     PrinterCallback,
     Trainer,
@@ -59,6 +60,41 @@ def sentence_features(
     enc = tokenizer(list(first), list(second) if second is not None else None, truncation=True, max_length=max_length)
     keys = list(enc.keys())
     return [{**{k: enc[k][i] for k in keys}, "labels": labels[i].item() if hasattr(labels[i], "item") else labels[i]} for i in range(len(first))]
+
+
+IGNORED = -100  # label of positions the loss skips (torch cross_entropy's ignore_index)
+
+
+def tagging_features(
+    tokenizer: Any, words: Sequence[Sequence[str]], tags: Sequence[Sequence[int]] | None, max_length: int,
+) -> tuple[Features, list[np.ndarray]]:
+    """Features of pre-split sentences for token tagging, and each word's first sub-token position.
+
+    First-sub-token alignment (BERT, Devlin et al. 2019, Section 5.3): a word's label sits on its
+    first sub-token; its other sub-tokens and the special tokens get ``IGNORED``. Without ``tags``
+    (evaluation) the features carry no labels. The positions (one per word; -1 for a word cut off
+    by ``max_length`` or one the tokenizer turns into no sub-token) say where to read each word's
+    prediction.
+    """
+    enc = tokenizer([list(w) for w in words], is_split_into_words=True, truncation=True, max_length=max_length)
+    keys = list(enc.keys())
+    features, firsts = [], []
+    for i, sentence in enumerate(words):
+        first = np.full(len(sentence), -1)
+        previous = None
+        for position, word in enumerate(enc.word_ids(i)):
+            if word is not None and word != previous:
+                first[word] = position
+            previous = word
+        feature = {k: enc[k][i] for k in keys}
+        if tags is not None:
+            labels = np.full(len(feature["input_ids"]), IGNORED)
+            kept = first >= 0
+            labels[first[kept]] = np.asarray(tags[i])[kept]
+            feature["labels"] = labels.tolist()
+        features.append(feature)
+        firsts.append(first)
+    return features, firsts
 
 
 class _TrainProgress(TrainerCallback):
@@ -137,5 +173,10 @@ def predict(
 
 
 def padding_collator(tokenizer: Any) -> Collator:
-    """Pads ids, masks and scalar labels: sentence and pair classification, regression."""
+    """Pads ids, masks and scalar labels: sentence and pair classification, regression, span QA."""
     return DataCollatorWithPadding(tokenizer)
+
+
+def tagging_collator(tokenizer: Any) -> Collator:
+    """Pads ids, masks and per-token labels (with ``IGNORED``): token tagging."""
+    return DataCollatorForTokenClassification(tokenizer, label_pad_token_id=IGNORED)

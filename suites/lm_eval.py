@@ -1,12 +1,24 @@
-"""Zero-shot multiple choice through lm-eval: XNLI in several languages and SST-2.
+"""Multiple choice through lm-eval: paper 003's downstream tasks few-shot, XNLI and SST-2 zero-shot.
 
-Tasks are lm-eval YAML files in ``suites/lm_eval_tasks/`` (XNLI: one per language, with the
-prompt words of lm-eval's own ``xnli`` task; SST-2: lm-eval's ``glue/sst2`` prompt). The suite
-writes the selected examples as JSONL into the run's workdir, the YAMLs point there, and
-lm-eval scores every choice by log-likelihood (``acc``: the arg-max choice is the gold one).
-No training; CIs are bootstrapped over examples (per language, and for the macro average).
+Paper 003 (Vocab Diet, Section 6.1 and App. D) scores ARC, BoolQ, COPA, PIQA, WinoGrande and
+HellaSwag (besides MMLU, TriviaQA and SQuAD, not on hand) with 5 in-context examples on up to
+5,000 examples each. Each task here is lm-eval's own task definition (prompt, metrics, its
+``utils.py``) included by a YAML in ``suites/lm_eval_tasks/paper003/`` that points it at JSONL
+files the suite writes into the run's workdir: the scored documents and a few-shot pool that is
+never scored (:mod:`harness.suites.lm_eval_data`). lm-eval scores every choice by
+log-likelihood: ``acc`` (the arg-max choice is gold) and, where lm-eval reports it, ``acc_norm``
+(log-likelihood per byte of the choice). ``--set num_fewshot=N`` sets the shots (default: the
+profile's); every score records them (``shots``) and its chance level (``chance``).
 
-Data on hand: XNLI test (15 languages, parallel rows) and GLUE SST-2 dev.
+XNLI (several languages, lm-eval's ``xnli`` prompt words) and SST-2 (lm-eval's ``glue/sst2``
+prompt) stay zero-shot. ``--set tasks=...`` picks what runs: ``paper003`` (default), ``all``, or
+a comma list. One scoring pass: the model is loaded once for every task.
+
+Paper 003 prints one "ARC" accuracy; its values (53.6 for Llama-3.1-8B, 59.2 Qwen2.5-7B, 60.5
+OLMo-2-7B) are ARC-Challenge levels (ARC-Easy is 75-85 for these models), so ``arc_challenge`` is
+the ARC of its average. Its "Average" covers 9 tasks; ``paper003_avg6`` is the mean ``acc`` of the
+6 on hand (ARC-Challenge, BoolQ, COPA, HellaSwag, PIQA, WinoGrande): comparable to the mean of
+the same 6 rows of its tables, not to the printed average. CIs are bootstrapped over documents.
 """
 
 from __future__ import annotations
@@ -17,27 +29,50 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from harness.suites import xnli
-from harness.suites.lm_eval_client import render_tasks, run_tasks, write_jsonl
+from harness.suites import lm_eval_data, xnli
+from harness.suites.lm_eval_client import TaskOutput, render_tasks, run_tasks, write_jsonl
+from harness.suites.lm_eval_data import Doc, chance_level
 
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import bootstrap_ci
-from harness.results.records import Score
+from harness.results.records import ItemOutputs, Score
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
 
+PAPER003 = tuple(lm_eval_data.TASKS)                  # arc_challenge arc_easy boolq copa piqa winogrande hellaswag
+ZERO_SHOT = ("xnli", "sst2")
+PAPER_AVERAGE = ("arc_challenge", "boolq", "copa", "hellaswag", "piqa", "winogrande")
+AVERAGE_TASK = "paper003_avg6"
+METRICS = ("acc", "acc_norm")
+ZERO_SHOT_CHANCE = {"xnli": 1 / len(xnli.LABELS), "sst2": 1 / 2}
 SST2 = DataSource(("glue/SST-2/dev.tsv",), "nyu-mll/glue:sst2")
 
 
 @dataclass(frozen=True)
 class LmEvalConfig:
+    tasks: str = "paper003"               # comma list of PAPER003 + xnli, sst2; or "paper003", or "all"
     languages: str = "de,en,es,fr,ru,zh"  # XNLI languages, comma-separated, or "all"
+    num_fewshot: int | None = None        # in-context examples for paper-003 tasks; None: the profile's
 
     def __post_init__(self) -> None:
-        unknown = [lang for lang in self.selected() if lang not in xnli.LANGUAGES]
-        if unknown or not self.selected():
-            raise ConfigError(f"languages={self.languages}: unknown {unknown}; use a comma list of {','.join(xnli.LANGUAGES)} or all")
+        known = PAPER003 + ZERO_SHOT
+        unknown = [t for t in self.selected_tasks() if t not in known]
+        if unknown or not self.selected_tasks():
+            raise ConfigError(f"tasks={self.tasks}: unknown {unknown}; use a comma list of {','.join(known)}, paper003 or all")
+        bad = [lang for lang in self.selected() if lang not in xnli.LANGUAGES]
+        if bad or not self.selected():
+            raise ConfigError(f"languages={self.languages}: unknown {bad}; use a comma list of {','.join(xnli.LANGUAGES)} or all")
+        if self.num_fewshot is not None and (isinstance(self.num_fewshot, bool) or self.num_fewshot < 0):
+            raise ConfigError(f"num_fewshot={self.num_fewshot} must be 0 or more")
+
+    def selected_tasks(self) -> tuple[str, ...]:
+        aliases = {"all": PAPER003 + ZERO_SHOT, "paper003": PAPER003}
+        names = [n.strip() for n in self.tasks.split(",") if n.strip()]
+        return tuple(dict.fromkeys(t for n in names for t in aliases.get(n, (n,))))
+
+    def paper_tasks(self) -> tuple[str, ...]:
+        return tuple(t for t in self.selected_tasks() if t in lm_eval_data.TASKS)
 
     def selected(self) -> tuple[str, ...]:
         if self.languages == "all":
@@ -46,11 +81,27 @@ class LmEvalConfig:
 
 
 @dataclass(frozen=True)
-class ZeroShotBudget:
-    xnli_per_language: int | None  # XNLI test rows per language (the same rows in every language)
-    sst2_examples: int | None      # SST-2 dev sentences
-    batch_size: int                # lm-eval loglikelihood batch
+class LmEvalBudget:
+    examples: dict[str, int | None]  # scored documents per paper-003 task (None: all)
+    num_fewshot: int                 # shots for paper-003 tasks unless --set num_fewshot
+    xnli_per_language: int | None    # XNLI test rows per language (the same rows in every language)
+    sst2_examples: int | None        # SST-2 dev sentences
+    batch_size: int                  # lm-eval loglikelihood batch
     max_length: int = 2048
+
+
+# Quick sizes by measured cost (zero-shot SmolLM2-135M, CPU seconds of one thread per document: HellaSwag
+# 1.9, BoolQ 1.5, ARC 0.7, PIQA 0.6, WinoGrande 0.25, COPA 0.17): about 340 s a model, so baseline + method
+# fit in ~10 minutes on 2 cores; the documents go where SmolLM2 has a margin over chance to show.
+QUICK_EXAMPLES = {
+    "arc_challenge": 50, "arc_easy": 50, "boolq": 30, "copa": 100, "piqa": 150, "winogrande": 100, "hellaswag": 60,
+}
+BUDGETS = Budgets(
+    smoke=LmEvalBudget(dict.fromkeys(PAPER003, 3), num_fewshot=1, xnli_per_language=3, sst2_examples=4, batch_size=8),
+    quick=LmEvalBudget(QUICK_EXAMPLES, num_fewshot=0, xnli_per_language=50, sst2_examples=200, batch_size=16),
+    # App. D: "5 in-context examples for every task", "5,000 examples (or the maximum available)"
+    paper=LmEvalBudget(dict.fromkeys(PAPER003, 5000), num_fewshot=5, xnli_per_language=None, sst2_examples=None, batch_size=16),
+)
 
 
 @dataclass(frozen=True)
@@ -75,16 +126,18 @@ def _read_sst2_hub() -> Sentences:
     return Sentences(list(ds["sentence"]), np.array(ds["label"], dtype=np.int64))
 
 
-BUDGETS = Budgets(
-    smoke=ZeroShotBudget(xnli_per_language=3, sst2_examples=4, batch_size=8),
-    quick=ZeroShotBudget(xnli_per_language=50, sst2_examples=200, batch_size=16),
-    paper=ZeroShotBudget(xnli_per_language=None, sst2_examples=None, batch_size=16),
-)
+@dataclass(frozen=True)
+class _Written:
+    """The JSONL files one run writes, and the ids (and documents) of what they score."""
+
+    files: dict[str, Path]
+    ids: dict[str, list[str]]      # lm-eval task name -> item ids in document order
+    scored: dict[str, list[Doc]]   # paper-003 task -> its scored documents
 
 
-class LmEvalZeroShot(Suite):
+class LmEval(Suite):
     name = "lm_eval"
-    description = "lm-eval zero-shot multiple choice: XNLI (several languages, lm-eval's prompts) and SST-2"
+    description = "lm-eval multiple choice: paper 003's ARC, BoolQ, COPA, PIQA, WinoGrande, HellaSwag few-shot; XNLI, SST-2 zero-shot"
     head = Head("causal_lm")
     kinds = ("decoder",)
     default_model = "smollm2"
@@ -92,48 +145,111 @@ class LmEvalZeroShot(Suite):
     budgets = BUDGETS
 
     def sources(self, config: LmEvalConfig) -> tuple[DataSource, ...]:
-        return (xnli.SOURCES["test"], SST2)
+        tasks = config.selected_tasks()
+        fixed = [s for name, s in (("xnli", xnli.SOURCES["test"]), ("sst2", SST2)) if name in tasks]
+        return (*fixed, *(lm_eval_data.TASKS[t].source for t in config.paper_tasks()))
 
     def prepare(self, data_dir: Path | None, config: LmEvalConfig) -> SuiteData:
-        test, xnli_files = xnli.load("test", data_dir)
-        sst2, sst2_files = local_or_hub(data_dir, SST2, lambda paths: read_sst2(paths[0]), _read_sst2_hub)
-        return SuiteData({"xnli": test, "sst2": sst2}, {**xnli_files, **sst2_files})
-
-    def _write_data(self, data: SuiteData, ctx: SuiteContext, budget: ZeroShotBudget) -> dict[str, Path]:
-        """The selected examples as JSONL files named as in the task YAMLs."""
-        rng = np.random.default_rng(ctx.seed)
-        test, _ = xnli.parallel_subset(data.splits["xnli"], budget.xnli_per_language, rng)
-        files = {}
-        for lang in ctx.config.selected():
-            rows = np.flatnonzero(test.language == lang)
-            docs = ({"premise": test.premise[i], "hypothesis": test.hypothesis[i], "label": int(test.label[i])} for i in rows)
-            files[f"xnli_{lang}.jsonl"] = write_jsonl(ctx.workdir / f"xnli_{lang}.jsonl", docs)
-        sst2: Sentences = data.splits["sst2"]
-        keep = np.arange(len(sst2.label)) if budget.sst2_examples is None else np.sort(rng.permutation(len(sst2.label))[: budget.sst2_examples])
-        docs = ({"sentence": sst2.text[i], "label": int(sst2.label[i])} for i in keep)
-        files["sst2.jsonl"] = write_jsonl(ctx.workdir / "sst2.jsonl", docs)
-        return files
+        splits: dict[str, Any] = {}
+        files: dict[str, str] = {}
+        tasks = config.selected_tasks()
+        if "xnli" in tasks:
+            splits["xnli"], found = xnli.load("test", data_dir)
+            files.update(found)
+        if "sst2" in tasks:
+            splits["sst2"], found = local_or_hub(data_dir, SST2, lambda paths: read_sst2(paths[0]), _read_sst2_hub)
+            files.update(found)
+        for name in config.paper_tasks():
+            splits[name], found = lm_eval_data.load(lm_eval_data.TASKS[name], data_dir)
+            files.update(found)
+        return SuiteData(splits, files)
 
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
-        budget, languages = ctx.budget, ctx.config.selected()
-        include = render_tasks(["xnli", "sst2"], ctx.workdir, self._write_data(data, ctx, budget))
-        tasks = [f"harness_xnli_{lang}" for lang in languages] + ["harness_sst2"]
-        correct = run_tasks(model, tokenizer, tasks, include, "acc", ctx, budget.batch_size, budget.max_length)
-        rng = np.random.default_rng(ctx.seed)
-        groups = [correct[f"harness_xnli_{lang}"] for lang in languages]
-        scores = [_accuracy("xnli", lang, "test", [g], rng) for lang, g in zip(languages, groups)]
-        scores.append(_accuracy("xnli", "avg", "test", groups, rng))
-        scores.append(_accuracy("sst2", "en", "dev", [correct["harness_sst2"]], rng))
-        details = {
-            "xnli_languages": list(languages),
-            "xnli_examples_per_language": len(groups[0]),
-            "sst2_examples": len(correct["harness_sst2"]),
-            "prompts": "lm-eval 0.4 xnli (premise, QUESTION? LABEL, hypothesis) and glue/sst2",
-        }
-        return SuiteResult(scores, details)
+        budget, config = ctx.budget, ctx.config
+        shots = budget.num_fewshot if config.num_fewshot is None else config.num_fewshot
+        written = _write_data(data, ctx)
+        include = render_tasks(["xnli", "sst2", "paper003"], ctx.workdir, written.files, {"paper003": {"num_fewshot": shots}})
+        out = run_tasks(model, tokenizer, list(written.ids), include, METRICS, ctx, budget.batch_size, budget.max_length)
+        scores, items = _scores(config, out, written, np.random.default_rng(ctx.seed))
+        return SuiteResult(scores, _details(data, config, written, out), items)
 
 
-def _accuracy(task: str, language: str, split: str, groups: list[np.ndarray], rng: np.random.Generator) -> Score:
+def _subset(n: int, keep: int | None, rng: np.random.Generator) -> np.ndarray:
+    """Sorted indices of ``keep`` of ``n`` documents drawn with the run's seed (all when None)."""
+    return np.arange(n) if keep is None or keep >= n else np.sort(rng.permutation(n)[:keep])
+
+
+def _write_data(data: SuiteData, ctx: SuiteContext) -> _Written:
+    """The selected documents as JSONL files named as in the task YAMLs (a paper-003 task also gets
+    its whole few-shot pool as ``<task>.pool.jsonl``)."""
+    budget, config = ctx.budget, ctx.config
+    rng, tasks, files, ids, scored = np.random.default_rng(ctx.seed), config.selected_tasks(), {}, {}, {}
+    if "xnli" in tasks:
+        test, rows = xnli.parallel_subset(data.splits["xnli"], budget.xnli_per_language, rng)
+        for lang in config.selected():
+            where = np.flatnonzero(test.language == lang)
+            docs = ({"premise": test.premise[i], "hypothesis": test.hypothesis[i], "label": int(test.label[i])} for i in where)
+            files[f"xnli_{lang}.jsonl"] = write_jsonl(ctx.workdir / f"xnli_{lang}.jsonl", docs)
+            ids[f"harness_xnli_{lang}"] = [str(r) for r in rows[where]]
+    if "sst2" in tasks:
+        sst2, keep = data.splits["sst2"], _subset(len(data.splits["sst2"].label), budget.sst2_examples, rng)
+        files["sst2.jsonl"] = write_jsonl(ctx.workdir / "sst2.jsonl", ({"sentence": sst2.text[i], "label": int(sst2.label[i])} for i in keep))
+        ids["harness_sst2"] = [str(i) for i in keep]
+    for name in config.paper_tasks():
+        split, keep = data.splits[name], _subset(len(data.splits[name].scored), budget.examples[name], rng)
+        scored[name] = [split.scored[i] for i in keep]
+        files[f"{name}.jsonl"] = write_jsonl(ctx.workdir / f"{name}.jsonl", scored[name])
+        files[f"{name}.pool.jsonl"] = write_jsonl(ctx.workdir / f"{name}.pool.jsonl", split.pool)
+        ids[f"harness_{name}"] = [split.ids[i] for i in keep]
+    return _Written(files, ids, scored)
+
+
+def _scores(config: LmEvalConfig, out: dict[str, TaskOutput], written: _Written, rng: np.random.Generator) -> tuple[list[Score], list[ItemOutputs]]:
+    """Per task and metric: the mean with a bootstrap CI, its shots and chance; the XNLI macro average
+    and paper 003's average (``acc`` of PAPER_AVERAGE) across tasks; the per-document values."""
+    rows: list[tuple[str, str, str, str, float | None]] = []  # task, language, split, lm-eval task, chance
+    if "xnli" in config.selected_tasks():
+        rows += [("xnli", lang, "test", f"harness_xnli_{lang}", ZERO_SHOT_CHANCE["xnli"]) for lang in config.selected()]
+    if "sst2" in config.selected_tasks():
+        rows.append(("sst2", "en", "dev", "harness_sst2", ZERO_SHOT_CHANCE["sst2"]))
+    for name in config.paper_tasks():
+        task = lm_eval_data.TASKS[name]
+        rows.append((name, "en", task.split_name, f"harness_{name}", chance_level(task, written.scored[name])))
+    scores, items = [], []
+    for task, language, split, key, chance in rows:
+        for metric, values in out[key].values.items():
+            scores.append(_score(task, language, split, metric, [values], out[key].num_fewshot, chance, rng))
+            items.append(ItemOutputs(task, language, split, metric, tuple(written.ids[key]), tuple(values.tolist())))
+    if "xnli" in config.selected_tasks():
+        groups = [out[f"harness_xnli_{lang}"].values["acc"] for lang in config.selected()]
+        scores.append(_score("xnli", "avg", "test", "acc", groups, 0, ZERO_SHOT_CHANCE["xnli"], rng))
+    if set(PAPER_AVERAGE) <= set(config.selected_tasks()):
+        groups = [out[f"harness_{t}"].values["acc"] for t in PAPER_AVERAGE]
+        chance = float(np.mean([s.chance for s in scores if s.task in PAPER_AVERAGE and s.metric == "acc"]))
+        scores.append(_score(AVERAGE_TASK, "en", "mixed", "acc", groups, out[f"harness_{PAPER_AVERAGE[0]}"].num_fewshot, chance, rng))
+    return scores, items
+
+
+def _score(task: str, language: str, split: str, metric: str, groups: list[np.ndarray], shots: int, chance: float | None, rng: np.random.Generator) -> Score:
     value = float(np.mean([g.mean() for g in groups]))
     low, high = bootstrap_ci(groups, rng)
-    return Score(task, language, split, "acc", value, low, high, n=sum(len(g) for g in groups))
+    return Score(task, language, split, metric, value, low, high, n=sum(len(g) for g in groups), chance=chance, shots=shots)
+
+
+def _details(data: SuiteData, config: LmEvalConfig, written: _Written, out: dict[str, TaskOutput]) -> dict[str, Any]:
+    """Sizes, shots, chance levels (for chance-adjusted %Base) and lm-eval task versions of the run."""
+    short = {name: name.removeprefix("harness_") for name in out}
+    details: dict[str, Any] = {
+        "tasks": list(config.selected_tasks()),
+        "num_fewshot": {short[n]: o.num_fewshot for n, o in out.items()},
+        "examples": {short[n]: len(written.ids[n]) for n in out},
+        "fewshot_pool": {t: len(data.splits[t].pool) for t in config.paper_tasks()},
+        "chance": {t: chance_level(lm_eval_data.TASKS[t], docs) for t, docs in written.scored.items()},
+        "lm_eval_versions": {short[n]: o.version for n, o in out.items()},
+    }
+    details["chance"].update({t: ZERO_SHOT_CHANCE[t] for t in ZERO_SHOT if t in config.selected_tasks()})
+    if set(PAPER_AVERAGE) <= set(config.selected_tasks()):
+        details["paper_average"] = f"{AVERAGE_TASK}: mean acc of {', '.join(PAPER_AVERAGE)} (paper 003 averages 9 tasks; MMLU, TriviaQA, SQuAD not on hand)"
+    if "xnli" in config.selected_tasks():
+        details["xnli_languages"] = list(config.selected())
+    return details

@@ -17,7 +17,7 @@ from harness.adapters.ksub import (
 
 from harness.adapter import FitContext
 from harness.errors import ConfigError
-from harness.kmeans import assign_with_capacity, balanced_kmeans, squared_distances
+from harness.kmeans import KmeansSettings, assign_with_capacity, balanced_kmeans, squared_distances
 
 ALLOCATIONS = {
     "random": {},
@@ -76,7 +76,7 @@ def test_clustered_codes_unique_when_capacity_is_tight(vocab, K, equal):
     """M = ceil(V^(1/K)) leaves (almost) no spare codes: uniqueness must come from the capacity cap."""
     table = np.random.default_rng(vocab).standard_normal((vocab, 12)).astype(np.float32)
     M = min_sub_embeddings(vocab, K)
-    codes = clustered_codes(table, K, M, equal, 5, 0, lambda *a: None)
+    codes = clustered_codes(table, K, M, equal, KmeansSettings(5), 0, lambda *a: None)
     assert codes.max() < M and _unique(codes)
 
 
@@ -109,7 +109,7 @@ def test_equal_size_kmeans_gives_equal_groups(minilm_codes):
 def test_balanced_kmeans_sizes_differ_by_at_most_one(n, k):
     points = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
     points[: n // 2] += 5  # lopsided data: plain k-means would not be balanced
-    _, labels = balanced_kmeans(points, k, 10, 0)
+    _, labels = balanced_kmeans(points, k, KmeansSettings(10), 0)
     sizes = np.bincount(labels, minlength=k)
     assert sizes.sum() == n and sizes.max() - sizes.min() <= 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import socket
@@ -12,7 +13,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from harness.leaderboard.frames import pareto_frontier
+from harness.leaderboard.frames import matching_papers, pareto_frontier
 from harness.leaderboard.plots import FRONTIER_NAME, PAPERS_NAME, log_ticks
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
@@ -164,3 +165,17 @@ def test_log_ticks_are_1_2_5_per_decade_within_the_range():
     ticks = log_ticks(0.0003, 1.6)
     assert ticks == pytest.approx([0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0])
     assert all(0.0003 <= t <= 1.6 for t in ticks)
+
+
+def test_paper_points_match_a_prompted_task_only_at_the_same_shot_count():
+    """Paper 003's rows (packaged CSV) say "5-shot" in their notes: a 5-shot ARC-Challenge run meets its
+    ARC points (lm-eval ``acc`` = the paper's ``accuracy``), a 0-shot run meets none; an unprompted
+    task (shots None) matches as before."""
+    papers = pd.DataFrame([dataclasses.asdict(r) for r in read_paper_results()])
+    five = matching_papers(papers, "lm_eval", "arc_challenge", "acc", 5)
+    assert len(five) and set(five.paper) == {"vocabdiet"} and set(five.task) == {"ARC"} and set(five.metric) == {"accuracy"}
+    assert matching_papers(papers, "lm_eval", "arc_challenge", "acc", 0).empty
+    assert matching_papers(papers, "lm_eval", "arc_easy", "acc", 5).empty
+    assert len(matching_papers(papers, "lm_eval", "boolq", "acc", 5)) == len(papers[papers.suite.eq("lm_eval") & papers.task.eq("BoolQ") & papers.metric.eq("accuracy")])
+    unprompted = papers[papers.suite.eq("xnli")].iloc[0]
+    assert len(matching_papers(papers, "xnli", unprompted.task, unprompted.metric, None)) == len(matching_papers(papers, "xnli", unprompted.task, unprompted.metric, float("nan")))

@@ -1,4 +1,5 @@
-"""`harness run` end to end on the smoke profile for bpb, lm_eval, tokenizer and mteb_clf.
+"""`harness run` end to end on the smoke profile for bpb, lm_eval (XNLI/SST-2 zero-shot and paper
+003's seven few-shot tasks), tokenizer and mteb_clf.
 
 Real packaged models (SmolLM2, MiniLM), real data, DuckDB in tmp_path; ASG with a small k and
 m so that k-means stays cheap.
@@ -6,7 +7,10 @@ m so that k-means stays cheap.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from harness.suites.lm_eval import AVERAGE_TASK, PAPER003, PAPER_AVERAGE
+from harness.suites.lm_eval_data import TASKS
 from typer.testing import CliRunner
 
 from harness.cli import app
@@ -40,12 +44,13 @@ def test_bpb_base_and_asg_with_inverted_pct_base_and_decode_efficiency(tmp_path)
 
 
 def test_lm_eval_zero_shot_xnli_and_sst2(tmp_path):
-    (out,) = execute(RunRequest("lm_eval", "none", profile="smoke", settings=("languages=en,de",)), Store(tmp_path / "r.duckdb"))
+    (out,) = execute(RunRequest("lm_eval", "none", profile="smoke", settings=("tasks=xnli,sst2", "languages=en,de")), Store(tmp_path / "r.duckdb"))
     scores = {(s.task, s.language): s for s in out.record.scores}
     assert set(scores) == {("xnli", "en"), ("xnli", "de"), ("xnli", "avg"), ("sst2", "en")}
     assert all(0 <= s.value <= 1 and s.metric == "acc" and s.ci_low <= s.value <= s.ci_high for s in scores.values())
     assert scores[("xnli", "en")].n == 3 and scores[("sst2", "en")].n == 4
     assert out.record.details["xnli_languages"] == ["en", "de"]
+    assert {s.shots for s in scores.values()} == {0} and out.record.details["chance"] == {"xnli": 1 / 3, "sst2": 1 / 2}
 
 
 def test_tokenizer_statistics_on_minilm(tmp_path):
@@ -65,3 +70,29 @@ def test_mteb_classification_base_and_asg(tmp_path):
         assert 0 <= a.value <= 1 and a.ci_low <= a.value <= a.ci_high and a.n == 32
         assert a.pct_base == (None if b.value == 0 else pytest.approx(100 * a.value / b.value))
     assert asg.details["banking77"]["samples_per_label"] == 1 and asg.details["n_experiments"] == 2
+
+
+@pytest.fixture(scope="module")
+def paper003_smoke(tmp_path_factory):
+    """One smoke run of paper 003's seven tasks (3 scored documents each, 1 in-context example)."""
+    (out,) = execute(RunRequest("lm_eval", "none", profile="smoke"), Store(tmp_path_factory.mktemp("lm_eval") / "r.duckdb"))
+    return out.record
+
+
+@pytest.mark.parametrize("task", PAPER003)
+def test_paper003_task_smoke(paper003_smoke, task):
+    scores = {s.metric: s for s in paper003_smoke.scores if s.task == task}
+    assert set(scores) == set(TASKS[task].metrics)  # acc, plus acc_norm where lm-eval reports it
+    for s in scores.values():
+        assert (s.n, s.shots, s.language, s.split) == (3, 1, "en", TASKS[task].split_name)
+        assert 0 <= s.ci_low <= s.value <= s.ci_high <= 1 and s.pct_base == (None if s.value == 0 else pytest.approx(100))
+    details = paper003_smoke.details
+    assert details["num_fewshot"][task] == 1 and details["examples"][task] == 3
+    assert 0.2 <= details["chance"][task] <= 0.8 and details["fewshot_pool"][task] >= 100
+
+
+def test_paper003_average_is_the_mean_of_its_six_tasks(paper003_smoke):
+    acc = {s.task: s.value for s in paper003_smoke.scores if s.metric == "acc"}
+    avg = next(s for s in paper003_smoke.scores if s.task == AVERAGE_TASK)
+    assert avg.value == pytest.approx(np.mean([acc[t] for t in PAPER_AVERAGE])) and avg.n == 18 and avg.shots == 1
+    assert "arc_easy" not in PAPER_AVERAGE and paper003_smoke.spec.recipe["num_fewshot"] == 1

@@ -59,10 +59,10 @@ def test_render_tasks_writes_absolute_data_paths(tmp_path):
 
 
 def test_lm_eval_languages_are_validated():
-    assert LmEvalConfig("all").selected()[0] == "ar" and len(LmEvalConfig("all").selected()) == 15
-    assert LmEvalConfig("en, de").selected() == ("en", "de")
+    assert LmEvalConfig(languages="all").selected()[0] == "ar" and len(LmEvalConfig(languages="all").selected()) == 15
+    assert LmEvalConfig(languages="en, de").selected() == ("en", "de")
     with pytest.raises(ConfigError, match="xx"):
-        LmEvalConfig("en,xx")
+        LmEvalConfig(languages="en,xx")
 
 
 def test_whole_word_tokens_and_bytes(minilm_ref):

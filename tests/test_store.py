@@ -98,3 +98,23 @@ def test_reading_a_missing_database_is_a_clear_error(tmp_path):
 
     with pytest.raises(StoreError, match="no results database"):
         Store(tmp_path / "absent.duckdb").load("x")
+
+
+def test_shots_round_trip_and_are_added_to_an_older_database(tmp_path):
+    import duckdb
+
+    path = tmp_path / "r.duckdb"
+    with duckdb.connect(str(path)) as con:  # the scores table as it was before scores.shots
+        con.execute(
+            "CREATE TABLE scores (run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, "
+            "value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE, chance DOUBLE)"
+        )
+        con.execute("INSERT INTO scores VALUES ('old', 'xnli', 'en', 'test', 'acc', 0.5, 0.4, 0.6, 30, true, NULL, NULL)")
+    store = Store(path)
+    rec = _record("a", suite="lm_eval")
+    store.start(rec)
+    done = dataclasses.replace(_finished(rec), scores=[Score("copa", "en", "validation", "acc", 0.7, 0.6, 0.8, 100, chance=0.5, shots=5)])
+    store.save(done)
+    assert (store.load("a").scores[0].chance, store.load("a").scores[0].shots) == (0.5, 5)
+    assert store.query("SELECT shots FROM scores WHERE run_id = 'old'").shots.isna().all()
+    assert store.query("SELECT shots FROM results WHERE run_id = 'a'").shots.tolist() == [5]

@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from harness.cli import leaderboard, listing, reference, results, run
+from harness.cli import bench, leaderboard, listing, reference, results, run
 
 app = typer.Typer(
     name="harness",
@@ -21,6 +21,7 @@ app.add_typer(listing.list_app, name="list")
 app.command("show")(listing.show)
 app.command("leaderboard")(leaderboard.leaderboard)
 app.add_typer(reference.reference_app, name="reference")
+app.command("bench")(bench.bench)
 
 
 def main() -> None:

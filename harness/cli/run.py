@@ -46,7 +46,7 @@ def run(
 
 # Metrics that are proportions, shown in percent; other metrics (bits per byte, bytes per token,
 # vocabulary size) are shown as they are.
-PERCENT_METRICS = frozenset({"accuracy", "acc", "acc_norm", "f1", "whole_word_share"})
+PERCENT_METRICS = frozenset({"accuracy", "acc", "acc_norm", "f1", "em", "precision", "recall", "whole_word_share"})
 
 
 def _fmt(v: float | None, digits: int = 2, scale: float = 100.0) -> str:

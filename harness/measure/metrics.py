@@ -36,16 +36,30 @@ def bootstrap_ratio_ci(
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of a ratio of sums, sum(num) / sum(den), resampling units together.
 
-    For corpus-level rates over documents (bits per byte = NLL over bytes, bytes per token): each
-    resample draws documents with replacement and recomputes the pooled ratio, so long documents
-    weigh as much as they do in the point estimate.
+    For corpus-level rates over documents (bits per byte = NLL over bytes, bytes per token) and
+    entity-level precision, recall and F1 over sentences: each resample draws units with
+    replacement and recomputes the pooled ratio, so long documents weigh as much as they do in the
+    point estimate. A resample whose denominator sums to zero counts as 0 (``zero_division=0``).
     """
-    num, den = np.asarray(numerators, dtype=np.float64), np.asarray(denominators, dtype=np.float64)
-    stats = np.empty(n_boot)
-    for start in range(0, n_boot, 100):
-        stop = min(start + 100, n_boot)
-        idx = rng.integers(0, len(num), size=(stop - start, len(num)))
-        stats[start:stop] = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    return bootstrap_macro_ratio_ci([(numerators, denominators)], rng, n_boot, confidence)
+
+
+def bootstrap_macro_ratio_ci(
+    groups: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator,
+    n_boot: int = 1000, confidence: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean over groups of each group's pooled ratio (a macro
+    average of corpus-level scores, e.g. entity F1 averaged over languages); each group
+    (numerators, denominators per unit) is resampled on its own, as in :func:`bootstrap_ci`."""
+    stats = np.zeros(n_boot)
+    for numerators, denominators in groups:
+        num, den = np.asarray(numerators, dtype=np.float64), np.asarray(denominators, dtype=np.float64)
+        for start in range(0, n_boot, 100):
+            stop = min(start + 100, n_boot)
+            idx = rng.integers(0, len(num), size=(stop - start, len(num)))
+            top, bottom = num[idx].sum(axis=1), den[idx].sum(axis=1)
+            stats[start:stop] += np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
+    stats /= len(groups)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(stats, [tail, 1.0 - tail])
     return float(low), float(high)

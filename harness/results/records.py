@@ -72,6 +72,7 @@ class Score:
     higher_is_better: bool = True
     pct_base: float | None = None  # filled by the runner from the baseline run
     chance: float | None = None    # the metric's chance / trivial level (uniform or majority class), where defined
+    shots: int | None = None       # in-context examples per prompt (lm-eval tasks); None: not a prompted task
 
 
 @dataclass(frozen=True)

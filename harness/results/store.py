@@ -49,8 +49,10 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE TABLE IF NOT EXISTS scores (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR,
-    value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE, chance DOUBLE
+    value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE, chance DOUBLE,
+    shots INTEGER
 );
+ALTER TABLE scores ADD COLUMN IF NOT EXISTS shots INTEGER;
 CREATE TABLE IF NOT EXISTS compression (
     run_id VARCHAR PRIMARY KEY, embedding_params_before BIGINT, embedding_params_after BIGINT,
     storage_bytes_before BIGINT, storage_bytes_after BIGINT, total_params_before BIGINT,
@@ -73,7 +75,7 @@ CREATE TABLE IF NOT EXISTS paper_results (
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
        CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, s.task, s.language, s.split,
-       s.metric, s.value, s.ci_low, s.ci_high, s.n, s.pct_base, c.emb_param_fraction,
+       s.metric, s.value, s.ci_low, s.ci_high, s.n, s.pct_base, s.shots, c.emb_param_fraction,
        c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at
 FROM scores s JOIN runs r USING (run_id) LEFT JOIN compression c USING (run_id)
 WHERE r.status = 'finished';
@@ -206,7 +208,7 @@ class Store:
         con.execute(f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({marks})", list(_run_row(rec)))
         if rec.scores:
             con.executemany(
-                "INSERT INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [[rec.run_id, *dataclasses.astuple(s)] for s in rec.scores],
             )
         if rec.compression is not None:
@@ -262,7 +264,7 @@ class Store:
                 raise StoreError(f"no run '{run_id}' in {self.path}; list runs with `harness list runs`")
             r = dict(zip(RUN_COLUMNS, row))
             scores = con.execute(
-                "SELECT task, language, split, metric, value, ci_low, ci_high, n, higher_is_better, pct_base, chance FROM scores WHERE run_id = ?",
+                "SELECT task, language, split, metric, value, ci_low, ci_high, n, higher_is_better, pct_base, chance, shots FROM scores WHERE run_id = ?",
                 [run_id],
             ).fetchall()
             comp = con.execute(

@@ -113,16 +113,17 @@ def revisions(root: Path | None, sources: Iterable[DataSource]) -> dict[str, str
 
 
 def local_or_hub(
-    root: Path | None, source: DataSource, read_local: Callable[[list[Path]], T], read_hub: Callable[[], T],
+    root: Path | None, source: DataSource, read_local: Callable[[list[Path]], T], read_hub: Callable[[], T] | None = None,
 ) -> tuple[T, dict[str, str]]:
-    """Read the local release files if all exist, else the hub dataset.
+    """Read the local release files if all exist, else the hub dataset (sources without ``hub_id``
+    need no ``read_hub``).
 
     Returns (data, provenance) where provenance maps each file (or the hub id) to its revision.
     """
     paths = _local_paths(root, source)
     if paths is not None:
         return read_local(paths), {str(p): file_digest(p) for p in paths}
-    if source.hub_id is None or hub_offline():
+    if source.hub_id is None or read_hub is None or hub_offline():
         raise _missing(root, source)
     try:
         return read_hub(), {source.hub_id: "hub"}

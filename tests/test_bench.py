@@ -1,0 +1,34 @@
+"""``harness bench`` (= ``python -m benchmarks``): the smoke shapes run end to end; bad options exit 2."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+
+def test_bench_smoke_writes_rows_and_markdown(tmp_path):
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(app, ["bench", "--smoke", "--only", "heads,decode", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    rows = report["rows"]
+    heads = [r for r in rows if r["section"] == "head"]
+    assert len(heads) == 8  # asg, asg reference, ksub, lowrank at batch 1 and 32
+    assert [r["section"] for r in rows].count("decode") == 1
+    for r in rows:
+        assert r["base"] > 0 and r["method"] > 0 and math.isfinite(r["ratio"]), r
+        assert r["low"] <= r["ratio"] <= r["high"]
+    asg = [r for r in heads if r["case"].startswith("asg k=16 m=8")]
+    assert [r["target"] for r in asg] == [10.0, 5.0] and all(r["met"] in (True, False) for r in asg)
+    assert report["environment"]["torch_threads"] >= 1 and report["environment"]["cpu"]
+    assert "| head | asg k=16 m=8 @ tiny (V=512, D=64), batch 1 |" in result.stdout
+
+
+def test_bench_rejects_unknown_section_in_one_line():
+    result = CliRunner().invoke(app, ["bench", "--only", "heads,speed"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == ["error: unknown benchmark section(s) ['speed']; pick from heads, decode, memory, fit, after-fit"]
