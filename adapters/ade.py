@@ -68,7 +68,7 @@ from harness.adapter import Adapter, Compressed, FitContext
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.kmeans import kmeans
+from harness.kmeans import KmeansSettings, kmeans
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class AnchorDictionary(nn.Module):
     def start(cls, table: torch.Tensor, config: AdeConfig, niter: int, seed: int) -> AnchorDictionary:
         """k-means anchors and matching-pursuit sets for the rows of ``table`` (V, D)."""
         unit = F.normalize(table.detach().float().cpu(), dim=1)
-        centroids, _ = kmeans(unit.numpy(), config.K, niter, seed)
+        centroids, _ = kmeans(unit.numpy(), config.K, KmeansSettings(niter), seed)
         anchors = F.normalize(torch.from_numpy(centroids), dim=1)
         sets, coefs = matching_pursuit(unit, anchors, config.n_max)
         logits = config.temperature * torch.log(coefs / coefs.sum(1, keepdim=True))
