@@ -184,6 +184,9 @@ class Adapter(ABC):
     * ``stage``: ``before_finetune`` (the default) or ``after_finetune``.
     * ``kinds``: the model kinds it supports (``encoder``, ``decoder``).
     * ``cacheable``: whether its fit is worth keeping in the fit cache (:mod:`harness.fitcache`).
+    * ``heads``: the task heads (:class:`~harness.suite.Head` kinds) it supports, for a method that
+      builds the task model itself instead of replacing tables inside it (ADE's SAT classifier);
+      None, the default, is any head. The plan refuses a suite with another head before any work.
 
     Contract of ``compress(model, fit)``: replace the model's token-embedding modules in place (or
     build a new model with the same task-facing interface) and return it, or a :class:`Compressed`
@@ -205,6 +208,7 @@ class Adapter(ABC):
     stage: ClassVar[Stage] = "before_finetune"
     kinds: ClassVar[tuple[str, ...]] = ("encoder", "decoder")
     cacheable: ClassVar[bool] = True  # False: nothing is fitted, so the fit cache keeps no copy (harness.fitcache)
+    heads: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, config: Any | None = None):
         self.config = config if config is not None else self.config_class()

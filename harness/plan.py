@@ -101,6 +101,13 @@ def plan(request: RunRequest) -> Plan:
     for owner, kinds in ((f"suite '{suite.name}'", suite.kinds), (f"adapter '{adapter.name}'", adapter.kinds)):
         if ref.kind not in kinds:
             raise ConfigError(f"{owner} needs a {' or '.join(kinds)} model; '{ref.name}' is a {ref.kind}")
+    if adapter.heads is not None:
+        for task in suite.tasks(suite_config):
+            if task.head.kind not in adapter.heads:
+                raise ConfigError(
+                    f"adapter '{adapter.name}' builds {' or '.join(adapter.heads)} models; suite '{suite.name}' "
+                    f"task '{task.name}' needs {task.head.kind}: pick a suite with that head (harness list suites)"
+                )
     if corpora.TASK_TRAIN in adapter.corpora() and type(suite).train_texts is Suite.train_texts:
         raise ConfigError(
             f"adapter '{adapter.name}' fits on the suite's training texts, but suite '{suite.name}' trains on none; "

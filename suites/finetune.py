@@ -5,10 +5,16 @@ Every fine-tuning suite is a client: it turns its data into features (dicts of t
 span positions), picks the collator that pads them, and calls :func:`finetune` and :func:`predict`
 with its budget. Single-sentence and pair classification, regression, token tagging and span QA
 all train through the same Trainer set-up, so a recipe change lands in one place.
+
+A model that its adapter built from scratch rather than compressed (ADE's one-layer SAT, paper
+002) is not fine-tuned but trained: it states its own learning rate and warm-up as the attribute
+``training_recipe`` (a dict of :class:`FinetuneBudget` fields), which replaces those fields of the
+suite's budget; data sizes, epochs and batch stay the suite's, so methods see the same data.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -119,8 +125,22 @@ class _TrainProgress(TrainerCallback):
         self.progress("epoch", self.epochs_done, math.ceil(args.num_train_epochs))
 
 
+TRAINING_RECIPE_FIELDS = frozenset({"learning_rate", "warmup", "weight_decay"})
+"""The budget fields a model may set for itself (``training_recipe``)."""
+
+
+def recipe_for(model: nn.Module, budget: FinetuneBudget) -> FinetuneBudget:
+    """The budget with the model's own ``training_recipe`` applied (see the module docstring)."""
+    own = getattr(model, "training_recipe", None) or {}
+    unknown = set(own) - TRAINING_RECIPE_FIELDS
+    if unknown:
+        raise ValueError(f"{type(model).__name__}.training_recipe sets {sorted(unknown)}; only {sorted(TRAINING_RECIPE_FIELDS)} may be set")
+    return dataclasses.replace(budget, **own)
+
+
 def finetune(model: nn.Module, train: Features, collator: Collator, budget: FinetuneBudget, ctx: SuiteContext) -> nn.Module:
     """Train all weights (the adapter's modules included) on ``train`` with the budget's recipe."""
+    budget = recipe_for(model, budget)
     args = TrainingArguments(
         output_dir=str(ctx.workdir / "trainer"),
         per_device_train_batch_size=budget.batch_size,

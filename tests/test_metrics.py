@@ -34,3 +34,31 @@ def test_bootstrap_ci_of_macro_average_is_narrower_than_groups():
     assert low < np.mean([g.mean() for g in groups]) < high
     one_low, one_high = bootstrap_ci(groups[:1], np.random.default_rng(2))
     assert high - low < one_high - one_low
+
+
+def test_classification_metrics_match_scikit_learn():
+    from sklearn.metrics import accuracy_score, precision_recall_fscore_support
+
+    from harness.measure.metrics import classification_metrics
+
+    rng = np.random.default_rng(3)
+    y_true = rng.integers(0, 4, 300)
+    y_pred = np.where(rng.random(300) < 0.7, y_true, rng.integers(0, 5, 300))  # class 4 is only ever predicted
+    y_pred[y_pred == 2] = 1  # class 2 is never predicted: precision 0 for it
+    got = classification_metrics(y_true, y_pred, 5)
+    p, r, f, _ = precision_recall_fscore_support(y_true, y_pred, average="macro", zero_division=0)
+    assert got == pytest.approx({"accuracy": accuracy_score(y_true, y_pred), "f1": f, "precision": p, "recall": r})
+
+
+def test_classification_ci_brackets_values_and_repeats():
+    from harness.measure.metrics import bootstrap_classification_ci, classification_metrics
+
+    rng = np.random.default_rng(4)
+    y_true = np.repeat(np.arange(4), 100)  # balanced: macro recall = accuracy
+    y_pred = np.where(rng.random(400) < 0.8, y_true, (y_true + 1) % 4)
+    values = classification_metrics(y_true, y_pred, 4)
+    assert values["recall"] == pytest.approx(values["accuracy"])
+    cis = bootstrap_classification_ci(y_true, y_pred, 4, np.random.default_rng(0), n_boot=300)
+    for name, (low, high) in cis.items():
+        assert low < values[name] < high and high - low < 0.15, name
+    assert cis == bootstrap_classification_ci(y_true, y_pred, 4, np.random.default_rng(0), n_boot=300)

@@ -41,7 +41,8 @@ def list_adapters() -> None:
             except PluginError as err:  # one broken plugin does not hide the others
                 table.add_row(name, f"{origin.package} {origin.version}", f"[red]unusable: {err}[/red]", "", "")
                 continue
-            needs = [f"stage {cls.stage}", *(f"corpus {c}" for c in cls().corpora()), *(["teacher"] if cls.needs_teacher else [])]
+            needs = [f"stage {cls.stage}", *(f"corpus {c}" for c in cls().corpora()), *(["teacher"] if cls.needs_teacher else []),
+                     *([f"heads {', '.join(cls.heads)}"] if cls.heads is not None else [])]
             table.add_row(name, f"{origin.package} {origin.version}", _defaults(cls.config_class), "\n".join(needs), _budgets(cls.budgets))
     console.print(table)
 
