@@ -168,6 +168,11 @@ def test_saved_model_rebuilds_identically(name, kind, tiny_tokenizer, data_dir, 
 
     applied, _ = _apply(name, kind, tiny_tokenizer, data_dir)
     model = applied.model.eval()
+    if not hasattr(type(model), "from_config") and not type(model).__module__.startswith("transformers."):
+        # a model class the adapter built itself (ADE's SAT classifier) without from_config: export refuses, one line
+        with pytest.raises(ConfigError, match="cannot be exported yet"):
+            saved.save(tmp_path, model, applied.tokenizer, name, dataclasses.asdict(_small_config(ADAPTERS.get(name))))
+        return
     saved.save(tmp_path, model, applied.tokenizer, name, dataclasses.asdict(_small_config(ADAPTERS.get(name))))
     loaded, tokenizer, _ = saved.load(tmp_path)
     assert {p: type(m) for p, m in loaded.named_modules()} == {p: type(m) for p, m in model.named_modules()}

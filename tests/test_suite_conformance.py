@@ -27,7 +27,7 @@ def _built_in_suites() -> list[str]:
 def test_suite_smoke_run_keeps_the_contract(name, tmp_path):
     suite = SUITES.get(name)()
     try:
-        revisions(data_root(), suite.sources(suite.config_class()))
+        revisions(data_root(), suite.sources(suite.config_class(), suite.budgets.smoke))
     except DataError as err:  # e.g. dbpedia14: no release file here and the hub is offline
         pytest.skip(str(err))
     model = SMALLEST["encoder" if "encoder" in suite.kinds else "decoder"]
