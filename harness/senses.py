@@ -36,20 +36,18 @@ import contextlib
 import io
 import string
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
-import faiss
 import numpy as np
 import torch
 import torch.nn.functional as F
 from scipy.spatial.distance import pdist, squareform
-from threadpoolctl import threadpool_limits
 from torch import nn
 
 from harness.adapter import TokenStorage
 from harness.config import require_positive
 from harness.errors import ConfigError, DataError
-from harness.kmeans import KmeansSettings, kmeans
+from harness.kmeans import KmeansSettings, fit_threads, kmeans
 
 Clustering = Literal["kmeans", "mcl"]
 Progress = Callable[[str, int, int], None]
@@ -198,19 +196,6 @@ def collect(backbone: nn.Module, windows: list[list[int]], cap: int, vocab_size:
     return sample.result(read)
 
 
-@contextlib.contextmanager
-def single_threaded() -> Iterator[None]:
-    """One faiss/BLAS thread while clustering token by token: each problem is tiny (<= cap points),
-    and on a busy 2-core machine two spinning OpenMP threads made each one 100x slower (measured)."""
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        with threadpool_limits(1):
-            yield
-    finally:
-        faiss.omp_set_num_threads(before)
-
-
 def mcl_clusters(vectors: np.ndarray) -> int:
     """Number of Markov clusters among one token's vectors (the paper's parameters, module docstring)."""
     with contextlib.redirect_stderr(io.StringIO()):  # the package writes a matplotlib notice on import
@@ -354,7 +339,7 @@ def build(vectors: TokenVectors, vocab_size: int, k: int, clustering: Clustering
         )
     counts = np.zeros(vocab_size, dtype=np.int64)
     parts = []
-    with single_threaded():
+    with fit_threads(1):  # tiny problems per token: two spinning OpenMP threads made each 100x slower on 2 busy cores
         for step, i in enumerate(chosen):
             senses = token_senses(vectors.of(i), k, clustering, seed)
             counts[vectors.ids[i]] = len(senses)
@@ -448,7 +433,7 @@ def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: S
     found = sample.result(0)
     dim = backbone.config.hidden_size
     out = [np.zeros((0, dim), dtype=np.float32) for _ in words]
-    with single_threaded():
+    with fit_threads(1):  # tiny problems per token: two spinning OpenMP threads made each 100x slower on 2 busy cores
         for i, word in enumerate(found.ids):
             out[word] = token_senses(found.of(i), k, "kmeans", seed)
     return out

@@ -13,7 +13,6 @@ scored split on hand, so :func:`held_out_pool` sets aside a fixed part of it as 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from harness.errors import DataError
-from harness.sources.data import DataSource, local_or_hub
+from harness.sources.data import DataSource, json_lines, local_or_hub
 
 Doc = dict[str, Any]
 POOL_SIZE = 100  # documents held out as the few-shot pool when the scored file is the only split
@@ -68,16 +67,7 @@ class FewShotTask:
 
 
 def read_jsonl(path: Path) -> list[Doc]:
-    docs = []
-    with path.open(encoding="utf-8") as f:
-        for line, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                docs.append(json.loads(text))
-            except json.JSONDecodeError:
-                raise DataError(f"{path}:{line}: not a JSON object; restore the original file") from None
-    return docs
+    return list(json_lines(path))
 
 
 def read_labels(path: Path, count: int, allowed: set[str]) -> list[str]:

@@ -9,6 +9,7 @@ from transformers import BertConfig, BertModel
 
 from harness import senses
 from harness.errors import DataError
+from harness.kmeans import fit_threads
 
 VOCAB = 60
 
@@ -18,7 +19,7 @@ def _one_thread():
     """Tiny tensors: two spinning OpenMP threads on a busy 2-core machine cost 100x (measured)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    with senses.single_threaded():
+    with fit_threads(1):
         yield
     torch.set_num_threads(before)
 

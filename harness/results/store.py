@@ -209,9 +209,8 @@ class Store:
         if not self.path.exists():
             return
         with self._connect(read_only=True) as con:
-            tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() if "meta" in tables else None
-        if row is not None and int(row[0]) < SCHEMA_VERSION:
+            version = _schema_version(con)
+        if version is not None and version < SCHEMA_VERSION:
             with self._write():
                 pass
 
@@ -333,14 +332,22 @@ class Store:
         return _record_from_row(r, scores, comp, eff, comparisons)
 
 
+def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The database's schema version; None for a database without the meta table (new or empty);
+    a meta table without the key counts as this version."""
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "meta" not in tables:
+        return None
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row is not None else SCHEMA_VERSION
+
+
 def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, writing: bool) -> None:
     """Refuse a database of a newer schema version; an older one (v2 on) a writer upgrades in place
     and a reader refuses, naming the command that upgrades it."""
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    if "meta" not in tables:
+    version = _schema_version(con)
+    if version is None:
         return
-    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    version = int(row[0]) if row is not None else SCHEMA_VERSION
     if version > SCHEMA_VERSION or version < 2:
         raise StoreError(f"{path} has results schema v{version}, this harness uses v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")
     if version < SCHEMA_VERSION and not writing:

@@ -18,13 +18,12 @@ Neither local corpus is a test set of any suite.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError, DataError
-from harness.sources.data import DataSource, local_or_hub
+from harness.sources.data import DataSource, json_lines, local_or_hub
 
 C4_FIT_DOCUMENTS = 800
 """c4_sample documents [0, 800) are fit text; [800, 1000) are the bpb suite's held-out raw text."""
@@ -72,16 +71,7 @@ def wikitext_articles(lines: list[str]) -> list[str]:
 
 def read_jsonl_texts(path: Path) -> list[str]:
     """The ``text`` field of every line of a JSON-lines file (DataError naming file and line)."""
-    texts = []
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                texts.append(json.loads(line)["text"])
-            except (ValueError, KeyError, TypeError):
-                raise DataError(f"{path}:{line_no}: not a JSON object with a 'text' field; fix or remove the line") from None
-    return texts
+    return list(json_lines(path, field="text", fix="fix or remove the line"))
 
 
 def c4_documents(path: Path) -> list[str]:

@@ -16,7 +16,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from harness.errors import DataError
 
@@ -133,3 +133,18 @@ def local_or_hub(
         return read_hub(), {source.hub_id: "hub"}
     except Exception as err:  # the hub path is a fallback: any failure there means "not available"
         raise _missing(root, source, f" and hub {source.hub_id} failed ({err.__class__.__name__})") from None
+
+
+def json_lines(path: Path, field: str | None = None, fix: str = "restore the original file") -> Iterator[Any]:
+    """Each non-blank line of a JSON-lines file parsed (or its ``field`` only); a bad line is one
+    DataError naming the file, the line and ``fix``."""
+    expected = f"a JSON object with a '{field}' field" if field else "a JSON object"
+    with path.open(encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                yield obj[field] if field else obj
+            except (ValueError, KeyError, TypeError):
+                raise DataError(f"{path}:{line_no}: not {expected}; {fix}") from None
