@@ -73,7 +73,7 @@ def test_page_shows_title_and_adapters_in_chromium(server, leaderboard_db, tmp_p
     # running when headless Chromium stops); reload until the Pareto chart is drawn, at most 20 times (a loaded machine needs more).
     for _ in range(20):
         dom = _chromium(profile, server, "--dump-dom", f"--screenshot={shot}").stdout
-        if FRONTIER_NAME in dom:
+        if FRONTIER_NAME in dom and any(f">{name}<" in dom for name in adapters):  # chart and its legend drawn
             break
     print(f"screenshot: {shot}")
     assert TITLE in dom
