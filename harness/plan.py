@@ -97,10 +97,11 @@ def plan(request: RunRequest) -> Plan:
     to_adapter, to_suite = _split_settings(parse_assignments(list(request.settings)), adapter_cls, suite)
     adapter = adapter_cls(build_config(adapter_cls.config_class, to_adapter, f"adapter '{adapter_cls.name}'"))
     suite_config = build_config(suite.config_class, to_suite, f"suite '{suite.name}'")
-    ref = models.resolve(request.model or models.preferred(suite.default_model))
+    name = request.model or models.preferred(suite.default_model)
+    kind = models.kind_of(name)
     for owner, kinds in ((f"suite '{suite.name}'", suite.kinds), (f"adapter '{adapter.name}'", adapter.kinds)):
-        if ref.kind not in kinds:
-            raise ConfigError(f"{owner} needs a {' or '.join(kinds)} model; '{ref.name}' is a {ref.kind}")
+        if kind not in kinds:
+            raise ConfigError(f"{owner} needs a {' or '.join(kinds)} model; '{name}' is a {kind}")
     if adapter.heads is not None:
         for task in suite.tasks(suite_config):
             if task.head.kind not in adapter.heads:
@@ -113,6 +114,7 @@ def plan(request: RunRequest) -> Plan:
             f"adapter '{adapter.name}' fits on the suite's training texts, but suite '{suite.name}' trains on none; "
             "set --set corpus=wikitext2_train (or c4_sample)"
         )
+    ref = models.resolve(name)  # converts a packaged model on first use
     config = AutoConfig.from_pretrained(ref.location)
     adapter.check(config.vocab_size, config.hidden_size)
     large = is_large(config)

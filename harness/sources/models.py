@@ -157,6 +157,11 @@ def preferred(names: str | tuple[str, ...]) -> str:
     return names[-1]
 
 
+def kind_of(name: str) -> Kind:
+    """``name``'s kind; for a packaged alias without converting its weights (a bad pairing fails fast)."""
+    return PACKAGED[name].kind if name in PACKAGED else resolve(name).kind
+
+
 def resolve(name: str) -> ModelRef:
     """Alias, local directory or hub id -> :class:`ModelRef`; unusable names raise a one-line error."""
     if name in PACKAGED:
