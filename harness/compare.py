@@ -3,7 +3,10 @@
 For each score of the run, the per-item outputs behind it (:class:`~harness.results.records.ItemOutputs`:
 one per language, or all languages of the task for the ``avg`` row) are matched with the baseline's
 by item id, and the paired statistics of :mod:`harness.measure.paired` are computed on the items
-both runs scored. The chance-adjusted %Base and the "baseline above chance" flag need only the two
+both runs scored. Items named ``<metric>@<statistic>`` (:func:`statistic_metric`, ``statistic`` a key
+of :data:`harness.measure.paired.STATISTICS`) back a corpus-level score (Spearman, MCC, macro F1):
+their values are predictions and their gold the gold values, and the paired bootstrap recomputes the
+statistic; all other items are the ratio of sums ``sum(values) / sum(weights)``. The chance-adjusted %Base and the "baseline above chance" flag need only the two
 scores. The baseline run is compared with itself (%Base 100, no flips), so every stored score carries
 the flag.
 
@@ -21,18 +24,43 @@ from typing import Sequence
 import numpy as np
 
 from harness.measure import paired
-from harness.measure.metrics import chance_adjusted_pct_base
+from harness.measure.metrics import chance_adjusted_pct_base, macro_ratio
 from harness.results.records import Comparison, ItemOutputs, Score
 
 AVERAGE = "avg"  # the language of a macro average over a task's languages
+STATISTIC = "@"  # joins a score's metric and the corpus statistic its items are scored with
+
+
+def statistic_metric(metric: str, statistic: str) -> str:
+    """The item metric of a corpus-level score: ``spearman@spearman``, ``f1@macro_f1``, ``f1@binary_f1``."""
+    if statistic not in paired.STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r}; known: {', '.join(paired.STATISTICS)}")
+    return f"{metric}{STATISTIC}{statistic}"
+
+
+def split_metric(item_metric: str) -> tuple[str, str | None]:
+    """(the score's metric, the corpus statistic or None for a ratio of sums) of an item metric."""
+    metric, _, statistic = item_metric.partition(STATISTIC)
+    return metric, statistic or None
 
 
 def items_behind(score: Score, items: Sequence[ItemOutputs]) -> list[ItemOutputs]:
     """The per-item outputs a score is computed from: its own (task, language, split, metric), or for
     the ``avg`` language every language of that task, split and metric."""
-    if score.language == AVERAGE:
-        return [i for i in items if (i.task, i.split, i.metric) == (score.task, score.split, score.metric) and i.language != AVERAGE]
-    return [i for i in items if i.key() == (score.task, score.language, score.split, score.metric)]
+    def behind(i: ItemOutputs) -> bool:
+        same = (i.task, i.split, split_metric(i.metric)[0]) == (score.task, score.split, score.metric)
+        return same and (i.language != AVERAGE if score.language == AVERAGE else i.language == score.language)
+    return [i for i in items if behind(i)]
+
+
+def value_of(items: Sequence[ItemOutputs]) -> float:
+    """The score per-item outputs give (one group per ItemOutputs, averaged): the corpus statistic
+    their metric names, else ``sum(values) / sum(weights)``; what the paired bootstrap resamples."""
+    groups = [_take(i, list(range(len(i.ids)))) for i in items]
+    statistic = split_metric(items[0].metric)[1]
+    if statistic:
+        return float(np.mean([paired.STATISTICS[statistic](p[None], g[None])[0] for p, g in groups]))
+    return macro_ratio(groups)
 
 
 @dataclass(frozen=True)
@@ -43,10 +71,13 @@ class _Pair:
     base: paired.Group
     predictions: tuple[list[str], list[str]] | None  # both runs' predicted labels, when both stored them
     weighted: bool
+    statistic: str | None  # the corpus statistic (groups: predicted, gold), None for a ratio (values, weights)
 
 
 def _take(out: ItemOutputs, idx: list[int]) -> paired.Group:
     values = np.asarray(out.values, dtype=np.float64)[idx]
+    if split_metric(out.metric)[1]:
+        return values, np.asarray([float(g) for g in out.gold])[idx]
     weights = np.asarray(out.weights, dtype=np.float64)[idx] if out.weights else np.ones(len(idx))
     return values, weights
 
@@ -58,14 +89,15 @@ def _pair(method: ItemOutputs, base: ItemOutputs) -> _Pair:
     predictions = None
     if method.predictions and base.predictions:
         predictions = ([method.predictions[i] for i in m_idx], [base.predictions[j] for j in b_idx])
-    return _Pair(_take(method, m_idx), _take(base, b_idx), predictions, bool(method.weights or base.weights))
+    statistic = split_metric(base.metric)[1]
+    return _Pair(_take(method, m_idx), _take(base, b_idx), predictions, bool(method.weights or base.weights), statistic)
 
 
 def _pairs(mine: list[ItemOutputs], theirs: list[ItemOutputs]) -> list[_Pair] | None:
     """Every group of the score matched with the baseline's, or None when some group has no partner
     or no common items (then no paired statistic is defined)."""
     by_language = {i.language: i for i in theirs}
-    if not mine or sorted(i.language for i in mine) != sorted(by_language):
+    if not mine or sorted(i.language for i in mine) != sorted(by_language) or len({i.metric for i in mine + theirs}) > 1:
         return None
     pairs = [_pair(m, by_language[m.language]) for m in mine]
     return pairs if all(len(p.method[0]) for p in pairs) else None
@@ -87,7 +119,7 @@ def compare(
 
 
 def _compare_one(s: Score, b: Score, pairs: list[_Pair] | None, baseline_run_id: str, rng: np.random.Generator) -> Comparison:
-    """The paired statistics of one score (McNemar, flips: 0/1 items only; agreement: stored predictions)."""
+    """The paired statistics of one score (McNemar, flips: 0/1 ratio items only; agreement: stored predictions)."""
     known = Comparison(
         s.task, s.language, s.split, s.metric, baseline_run_id, n_paired=0,
         chance_adjusted_pct_base=chance_adjusted_pct_base(s.value, b.value, s.chance) if s.higher_is_better else None,
@@ -95,9 +127,14 @@ def _compare_one(s: Score, b: Score, pairs: list[_Pair] | None, baseline_run_id:
     )
     if pairs is None:
         return known
-    ci = paired.paired_bootstrap([p.method for p in pairs], [p.base for p in pairs], rng, s.higher_is_better)
+    groups = [p.method for p in pairs], [p.base for p in pairs]
+    statistic = pairs[0].statistic
+    if statistic:
+        ci = paired.paired_statistic_bootstrap(statistic, *groups, rng, s.higher_is_better)
+    else:
+        ci = paired.paired_bootstrap(*groups, rng, s.higher_is_better)
     mv, bv = (np.concatenate([getattr(p, side)[0] for p in pairs]) for side in ("method", "base"))
-    binary = not any(p.weighted for p in pairs) and paired.is_binary(mv) and paired.is_binary(bv)
+    binary = not statistic and not any(p.weighted for p in pairs) and paired.is_binary(mv) and paired.is_binary(bv)
     predicted = all(p.predictions for p in pairs)
     return dataclasses.replace(
         known, n_paired=len(mv), pct_base_ci_low=ci.pct_base[0], pct_base_ci_high=ci.pct_base[1],

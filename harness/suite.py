@@ -21,8 +21,13 @@ bootstrap CIs of %Base and of the difference, McNemar's exact test, flip rate, a
     scores.append(score_items(items, rng, chance=mean_of_chances, setting="zero-shot"))   # language "avg"
 
 A ratio metric gives the per-item numerator as values and the denominator as weights
-(``ItemOutputs(..., metric="bits_per_byte", values=bits, weights=bytes)``); a corpus-level metric that
-is no ratio of sums (Spearman, MCC) stores its items with predictions and gold but gets no paired CI.
+(``ItemOutputs(..., metric="bits_per_byte", values=bits, weights=bytes)``; entity F1: 2 TP over
+2 TP + FP + FN per sentence). A corpus-level statistic that is no ratio of sums (Spearman, Pearson,
+MCC, binary or macro F1) names itself in its items' metric, ``<metric>@<statistic>`` with the
+statistic a key of :data:`harness.measure.paired.STATISTICS` (:func:`statistic_items` builds them:
+values = each item's prediction, gold = its gold value, both numbers); the runner's paired bootstrap
+then recomputes that statistic on both runs' resampled items (:mod:`harness.compare`). Every
+headline score has items behind it.
 
 Every score of a higher-is-better metric with a trivial level declares it in ``Score.chance`` (say in
 the suite's docstring whether uniform or majority class): the runner reports (method - chance) /
@@ -44,7 +49,7 @@ from torch import nn
 
 from harness.adapter import Adapter, ProgressFn, no_progress
 from harness.budgets import Budgets, Profile
-from harness.compare import AVERAGE
+from harness.compare import AVERAGE, statistic_metric
 from harness.measure.metrics import bootstrap_macro_ratio_ci, macro_ratio
 from harness.results.records import ItemOutputs, Score
 from harness.sources.data import DataSource
@@ -148,6 +153,18 @@ def correctness(
     predictions, gold = [str(p) for p in predictions], [str(g) for g in gold]
     values = tuple(float(p == g) for p, g in zip(predictions, gold, strict=True))
     return ItemOutputs(task, language, split, metric, tuple(str(i) for i in ids), values, tuple(predictions), tuple(gold))
+
+
+def statistic_items(
+    task: str, language: str, split: str, metric: str, statistic: str, ids: Sequence, predicted: Sequence[float], gold: Sequence[float],
+) -> ItemOutputs:
+    """The items of a corpus-level score (``metric`` computed by ``statistic``, a key of
+    :data:`harness.measure.paired.STATISTICS`): per item the prediction as value and the gold value
+    (class ids, ratings, similarities) written exactly (``repr`` of the float)."""
+    return ItemOutputs(
+        task, language, split, statistic_metric(metric, statistic), tuple(str(i) for i in ids),
+        tuple(float(p) for p in predicted), gold=tuple(repr(float(g)) for g in gold),
+    )
 
 
 def score_items(

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from harness.compare import compare
+from harness.compare import compare, value_of
 from harness.measure.metrics import chance_adjusted_pct_base, majority_share, mean_sd
-from harness.measure.paired import agreement, flip_rate, mcnemar_p, paired_bootstrap
+from harness.measure.paired import STATISTICS, agreement, flip_rate, mcnemar_p, paired_bootstrap, paired_statistic_bootstrap
 from harness.results.records import ItemOutputs, Score
+from harness.suite import statistic_items
 
 
 def _ones(n: int) -> np.ndarray:
@@ -114,3 +116,72 @@ def test_compare_without_items_keeps_what_needs_none():
     (c,) = compare(scores, [], scores, [], "self", np.random.default_rng(0))
     assert c.n_paired == 0 and c.pct_base_ci_low is None and c.p_value is None
     assert c.chance_adjusted_pct_base == pytest.approx(100.0) and c.baseline_above_chance
+
+
+def _library(name: str):
+    """The scipy / scikit-learn function each registered statistic must agree with."""
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import f1_score, matthews_corrcoef, precision_score, recall_score
+
+    macro = {"average": "macro", "zero_division": 0}
+    return {
+        "spearman": lambda p, g: spearmanr(p, g).statistic, "pearson": lambda p, g: pearsonr(p, g).statistic,
+        "mcc": lambda p, g: matthews_corrcoef(g, p), "binary_f1": lambda p, g: f1_score(g, p, zero_division=0),
+        "macro_f1": lambda p, g: f1_score(g, p, **macro), "macro_precision": lambda p, g: precision_score(g, p, **macro),
+        "macro_recall": lambda p, g: recall_score(g, p, **macro),
+    }[name]
+
+
+def _case(name: str, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gold, a base and a method prediction: tied ratings for the correlations, class ids else."""
+    if name in ("spearman", "pearson"):
+        gold = rng.integers(0, 6, n).astype(float)  # ties, as human ratings have
+        return gold, gold + rng.normal(0, 2, n), gold + rng.normal(0, 3, n)
+    classes = 2 if name in ("mcc", "binary_f1") else 4
+    gold = rng.integers(0, classes, n)
+    noisy = lambda share: np.where(rng.random(n) < share, rng.integers(0, classes, n), gold)  # noqa: E731
+    return gold, noisy(0.4), noisy(0.7)
+
+
+@pytest.mark.parametrize("name", sorted(STATISTICS))
+def test_statistic_bootstrap_equals_a_brute_force_loop_over_the_same_draws(name):
+    """Two groups of 9 and 7 items, 50 replicates: per replicate the same indices for both runs (the
+    generator's draws in the bootstrap's order: per group, one (replicates, items) block), the
+    library statistic on each side, averaged over the groups; percentile intervals of %Base and the
+    difference. The registered (vectorised) statistic also equals the library's on every replicate."""
+    data = np.random.default_rng(11)
+    groups = [_case(name, data, n) for n in (9, 7)]
+    fn = _library(name)
+    draw = np.random.default_rng(5)
+    m, b = np.zeros(50), np.zeros(50)
+    for gold, base, method in groups:
+        idx = draw.integers(0, len(gold), size=(50, len(gold)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a constant resample: NaN, as the bootstrap leaves out
+            m += [fn(method[row], gold[row]) for row in idx]
+            b += [fn(base[row], gold[row]) for row in idx]
+        assert STATISTICS[name](method[idx], gold[idx]) == pytest.approx(np.array([fn(method[r], gold[r]) for r in idx]), nan_ok=True)
+    m, b = m / 2, b / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct, diff = 100 * m / b, m - b
+    ci = paired_statistic_bootstrap(name, [(g[2], g[0]) for g in groups], [(g[1], g[0]) for g in groups], np.random.default_rng(5), n_boot=50)
+    assert ci.pct_base == pytest.approx(tuple(np.quantile(pct[np.isfinite(pct)], [0.025, 0.975])))
+    assert ci.difference == pytest.approx(tuple(np.quantile(diff[np.isfinite(diff)], [0.025, 0.975])))
+
+
+def test_compare_recomputes_a_corpus_statistic_and_skips_mcnemar():
+    """Spearman items (prediction, gold) behind a score: the comparison is the paired statistic
+    bootstrap on the items both runs scored (matched by id), with no McNemar or flips."""
+    rng = np.random.default_rng(3)
+    gold, base, method = _case("spearman", rng, 40)
+    ids = [f"line{i}" for i in range(40)]
+    base_items = [statistic_items("MEN", "en", "all", "spearman", "spearman", ids, base, gold)]
+    order = rng.permutation(40)  # the method stored its items in another order: matched by id
+    items = [statistic_items("MEN", "en", "all", "spearman", "spearman", [ids[i] for i in order], method[order], gold[order])]
+    scores, base_scores = ([Score("MEN", "en", "all", "spearman", value_of(i), chance=0.0)] for i in (items, base_items))
+    assert items[0].metric == "spearman@spearman" and value_of(items) == pytest.approx(_library("spearman")(method, gold))
+    (c,) = compare(scores, items, base_scores, base_items, "base", np.random.default_rng(9))
+    want = paired_statistic_bootstrap("spearman", [(method, gold)], [(base, gold)], np.random.default_rng(9))
+    assert (c.pct_base_ci_low, c.pct_base_ci_high) == pytest.approx(want.pct_base) and c.n_paired == 40
+    assert c.difference == pytest.approx(scores[0].value - base_scores[0].value)
+    assert c.p_value is None and c.flip_rate is None

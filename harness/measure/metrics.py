@@ -143,8 +143,9 @@ def bootstrap_macro_ratio_ci(
 
 
 def macro_ratio(groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
-    """The mean over groups of ``sum(values) / sum(weights)`` (the point estimate the bootstrap resamples)."""
-    return float(np.mean([np.sum(v) / np.sum(w) for v, w in groups]))
+    """The mean over groups of ``sum(values) / sum(weights)`` (the point estimate the bootstrap resamples;
+    0 for a group whose weights sum to 0, as in :func:`resampled`)."""
+    return float(np.mean([np.sum(v) / np.sum(w) if np.sum(w) else 0.0 for v, w in groups]))
 
 
 def majority_share(labels: Sequence) -> float:
