@@ -8,10 +8,12 @@ precision and recall (CoNLL-2000 rules, seqeval's default mode: an entity is a m
 one type; ``I-X`` after ``O`` opens one) on the 0-1 scale. An all-``O`` tagger finds no entity, so
 its F1 is 0: the trivial level (``Score.chance``).
 
-CIs: percentile bootstrap over sentences of the pooled ratios (F1 = 2 correct / (predicted + gold)
-entities). Per-item outputs, one row per sentence (id: the file line where it starts): its correct,
-predicted and gold entity counts, from which the corpus F1 of any resample (and paired differences
-between two runs) follows exactly; the first also carries the predicted and gold tags.
+CIs: percentile bootstrap over sentences of the pooled ratios. Per-item outputs, one row per
+sentence (id: the file line where it starts), are those ratios' numerators and denominators, so the
+corpus scores of any resample (and the paired statistics between two runs) follow exactly: ``f1``
+values 2 TP and weights 2 TP + FP + FN (seqeval's micro F1 = 2 TP / (2 TP + FP + FN)), with the
+predicted and gold tags; ``precision`` TP over TP + FP; ``recall`` TP over TP + FN. The ``avg`` row
+is the mean of the languages' F1, as the runner's paired statistic averages the languages' ratios.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from harness.results.records import ItemOutputs, Score
 from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
 
 OUTSIDE = "O"
-COUNTS = ("correct_entities", "predicted_entities", "gold_entities")  # per-sentence item metrics
 
 
 @dataclass(frozen=True)
@@ -98,16 +99,22 @@ def entity_counts(gold: list[tuple[str, ...]], predicted: list[tuple[str, ...]])
     return out
 
 
+def entity_ratios(counts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per sentence, from its (correct, predicted, gold) entity counts: each score's numerator and
+    denominator (seqeval's micro scores are their pooled ratios)."""
+    correct, guessed, truth = counts.T.astype(np.float64)
+    return {"f1": (2 * correct, guessed + truth), "precision": (correct, guessed), "recall": (correct, truth)}
+
+
 def entity_scores(task: str, language: str, split: str, gold: list, predicted: list, counts: np.ndarray, rng: np.random.Generator) -> list[Score]:
     """seqeval F1, precision and recall of one evaluation set, with bootstrap CIs over sentences."""
-    correct, guessed, truth = counts.T
     gold, predicted = [list(g) for g in gold], [list(p) for p in predicted]  # seqeval takes lists only
     values = {
         "f1": f1_score(gold, predicted, zero_division=0),
         "precision": precision_score(gold, predicted, zero_division=0),
         "recall": recall_score(gold, predicted, zero_division=0),
     }
-    ratios = {"f1": (2 * correct, guessed + truth), "precision": (correct, guessed), "recall": (correct, truth)}
+    ratios = entity_ratios(counts)
     return [
         Score(task, language, split, metric, float(values[metric]), *bootstrap_ratio_ci(*ratios[metric], rng), n=len(gold), chance=0.0)
         for metric in values
@@ -117,8 +124,17 @@ def entity_scores(task: str, language: str, split: str, gold: list, predicted: l
 def macro_f1(task: str, split: str, scores: list[Score], counts: list[np.ndarray], rng: np.random.Generator) -> Score:
     """The ``avg`` row: entity F1 averaged over evaluation sets (languages), CI from resampling each."""
     f1 = [s.value for s in scores if s.metric == "f1"]
-    low, high = bootstrap_macro_ratio_ci([(2 * c[:, 0], c[:, 1] + c[:, 2]) for c in counts], rng)
+    low, high = bootstrap_macro_ratio_ci([entity_ratios(c)["f1"] for c in counts], rng)
     return Score(task, "avg", split, "f1", float(np.mean(f1)), low, high, n=sum(len(c) for c in counts), chance=0.0)
+
+
+def entity_items(task: str, language: str, split: str, ids: tuple[str, ...], counts: np.ndarray, predicted: list, gold: list) -> list[ItemOutputs]:
+    """The per-sentence ratio items of F1 (with the predicted and gold tags), precision and recall."""
+    tags = {"predictions": tuple(" ".join(p) for p in predicted), "gold": tuple(" ".join(g) for g in gold)}
+    return [
+        ItemOutputs(task, language, split, metric, ids, tuple(top.tolist()), weights=tuple(bottom.tolist()), **(tags if metric == "f1" else {}))
+        for metric, (top, bottom) in entity_ratios(counts).items()
+    ]
 
 
 class TaggingSuite(Suite):
@@ -165,7 +181,7 @@ class TaggingSuite(Suite):
             predicted = self.tag(model, tokenizer, chosen, ctx)
             counts = entity_counts(chosen.tags, predicted)
             scores += entity_scores(task.name, language, split, chosen.tags, predicted, counts, rng)
-            items += self._items(task.name, language, split, chosen, predicted, counts)
+            items += entity_items(task.name, language, split, tuple(str(line) for line in chosen.lines), counts, predicted, chosen.tags)
             all_counts.append(counts)
             sizes[language] = len(chosen)
         if len(all_counts) > 1:
@@ -173,11 +189,3 @@ class TaggingSuite(Suite):
         details = {"train_sentences": len(self._training(data, ctx)), "eval_sentences": sizes, "max_length": ctx.budget.max_length}
         return SuiteResult(scores, details, items)
 
-    @staticmethod
-    def _items(task: str, language: str, split: str, chosen: TaggedSentences, predicted: list, counts: np.ndarray) -> list[ItemOutputs]:
-        ids = tuple(str(line) for line in chosen.lines)
-        tags = {"predictions": tuple(" ".join(p) for p in predicted), "gold": tuple(" ".join(g) for g in chosen.tags)}
-        return [
-            ItemOutputs(task, language, split, metric, ids, tuple(float(v) for v in counts[:, column]), **(tags if column == 0 else {}))
-            for column, metric in enumerate(COUNTS)
-        ]

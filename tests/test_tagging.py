@@ -6,10 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from harness.suites.finetune import IGNORED, tagging_features
-from harness.suites.tagging import entity_counts, entity_scores, macro_f1, read_bio
+from harness.suites.tagging import entity_counts, entity_items, entity_scores, macro_f1, read_bio
+from seqeval.metrics import f1_score
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.compare import compare
+from harness.measure.metrics import resampled
+from harness.suite import score_items
 from harness.errors import DataError
 from harness.results.store import Store
 from harness.run import RunRequest, execute
@@ -26,6 +30,37 @@ def test_entity_scores_of_two_sentences():
     assert scores["recall"].value == pytest.approx(1 / 3)
     assert scores["f1"].value == pytest.approx(2 * 1 / (2 + 3))  # = 2PR / (P + R)
     assert all(s.chance == 0.0 and s.n == 2 and s.ci_low <= s.value <= s.ci_high for s in scores.values())
+
+
+def test_f1_items_give_seqevals_f1_and_a_hand_computed_paired_interval():
+    """Two runs on three sentences. Per sentence (2 TP, 2 TP + FP + FN): baseline (2, 2), (0, 2),
+    (2, 2); method (2, 2), (0, 2), (0, 3). F1 = 4/6 and 2/7; the ratio items reproduce seqeval's F1
+    (to the last bit: seqeval divides 2PR by P + R), and a paired replicate's values are the pooled ratios of the drawn sentences (same
+    draw for both runs), so the comparison's interval is that of the enumerated replicates."""
+    gold = [("B-PER",), ("B-LOC", "O"), ("B-ORG", "I-ORG")]
+    base_tags = [("B-PER",), ("O", "B-LOC"), ("B-ORG", "I-ORG")]
+    method_tags = [("B-PER",), ("O", "B-LOC"), ("B-ORG", "B-ORG")]
+    ids = ("1", "3", "6")
+    runs = {}
+    for name, tags in (("base", base_tags), ("method", method_tags)):
+        counts = entity_counts(gold, tags)
+        items = entity_items("t", "en", "dev", ids, counts, tags, gold)
+        f1 = next(i for i in items if i.metric == "f1")
+        score = score_items([f1], np.random.default_rng(0), chance=0.0)
+        assert score.value == pytest.approx(f1_score([list(g) for g in gold], [list(t) for t in tags]), rel=1e-15, abs=0)  # seqeval's (2PR / (P + R): last bit)
+        assert {i.metric for i in items} == {"f1", "precision", "recall"} and f1.predictions[2] == " ".join(tags[2])
+        runs[name] = ([score], items, f1)
+    assert runs["base"][0][0].value == pytest.approx(4 / 6) and runs["method"][0][0].value == pytest.approx(2 / 7)
+    assert runs["method"][2].values == (2.0, 0.0, 0.0) and runs["method"][2].weights == (2.0, 2.0, 3.0)
+    (c,) = compare(*runs["method"][:2], *runs["base"][:2], "base", np.random.default_rng(7))
+    assert c.n_paired == 3 and c.difference == pytest.approx(2 / 7 - 4 / 6) and c.p_value is None  # weighted: no McNemar
+    m, b = runs["method"][2], runs["base"][2]
+    want = resampled([[m.values, m.weights, b.values, b.weights]], np.random.default_rng(7))
+    with np.errstate(divide="ignore", invalid="ignore"):  # only sentence 3 drawn: the baseline's F1 is 0
+        pct, diff = 100 * want[:, 0] / want[:, 1], want[:, 0] - want[:, 1]
+    assert (c.pct_base_ci_low, c.pct_base_ci_high) == pytest.approx(tuple(np.quantile(pct[np.isfinite(pct)], [0.025, 0.975])))
+    assert (c.difference_ci_low, c.difference_ci_high) == pytest.approx(tuple(np.quantile(diff, [0.025, 0.975])))
+    assert c.difference_ci_low < 0 and c.difference_ci_high == pytest.approx(0.0)  # the method never finds more
 
 
 def test_all_outside_tagger_scores_zero_and_perfect_one():
@@ -106,5 +141,9 @@ def test_asg_runs_on_wikiann_with_pct_base_per_language(tmp_path):
     f1 = {s.language: s for s in method.scores if s.metric == "f1"}
     assert set(f1) == {"en", "de", "es", "fr", "ru", "zh", "ar", "avg"}
     items = {(it.language, it.metric) for it in method.items}
-    assert ("de", "correct_entities") in items and ("de", "gold_entities") in items
+    assert {("de", "f1"), ("de", "precision"), ("de", "recall")} <= items
+    paired = {c.language: c for c in method.comparisons if c.metric == "f1"}
+    assert set(paired) == set(f1) and all(c.n_paired > 0 and c.pct_base_ci_low is not None for c in paired.values())
+    assert paired["avg"].difference == pytest.approx(f1["avg"].value - next(
+        s.value for s in outcomes[0].record.scores if (s.language, s.metric) == ("avg", "f1")))
     assert method.compression.emb_param_fraction < 0.5
