@@ -27,6 +27,11 @@ scores their mean. Papers 001 and 004 print no average; their tables give one nu
 (paper 001 names no metric: the harness compares its MRPC row with accuracy and its STS-B row with
 either correlation). Chance levels (``Score.chance``): the majority class of the scored set for
 accuracy, F1 of always predicting the majority class, 0 for MCC and the correlations.
+
+Per-item outputs: correctness with predicted and gold labels behind accuracy; the predicted class id
+(STS-B: score) and gold behind MCC, F1 and the correlations (corpus statistics,
+:func:`harness.suite.statistic_items`), so each task's score gets the runner's paired CI; the GLUE
+average, a combination of the tasks' CIs, gets none. Setting: ``fine-tuned``.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from harness.errors import ConfigError, DataError
 from harness.measure.metrics import binary_f1, bootstrap_statistic, matthews, pearson, spearman
 from harness.results.records import ItemOutputs, Score
 from harness.sources.data import DataSource, local_or_hub
-from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, statistic_items
 
 HUB = "nyu-mll/glue"
 
@@ -121,6 +126,8 @@ METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "pearson": pearson,
     "spearman": spearman,
 }
+STATISTICS = {"mcc": "mcc", "f1": "binary_f1", "pearson": "pearson", "spearman": "spearman"}  # metric -> paired statistic
+SETTING = "fine-tuned"  # every task fine-tunes the whole model (papers 001 and 004)
 QNLI_EVAL_SHARE = 4  # questions whose crc32 is divisible by 4 are scored, the others train
 
 
@@ -282,25 +289,28 @@ class Glue(Suite):
         dev = subsample(data.splits[task.name]["dev"], budget.eval_examples, ctx.seed + 1)
         features = sentence_features(tokenizer, dev.first, dev.second, dev.label, budget.max_length)
         logits = np.stack(predict(model, features, padding_collator(tokenizer), budget, ctx)["logits"])
-        pred = logits[:, 0] if not spec.labels else logits.argmax(-1)
+        pred = logits[:, 0].astype(np.float64) if not spec.labels else logits.argmax(-1)  # float64: as the paired statistic recomputes it
         rng = np.random.default_rng(ctx.seed)
         scores = []
         for metric in spec.metrics:
             low, high = bootstrap_statistic(METRICS[metric], [(pred, dev.label)], rng)
             chance = chance_level(metric, dev.label) if spec.labels else 0.0
-            scores.append(Score(task.name, "en", spec.eval_split, metric, METRICS[metric](pred, dev.label), low, high, n=len(dev), chance=chance))
+            scores.append(Score(task.name, "en", spec.eval_split, metric, METRICS[metric](pred, dev.label), low, high, n=len(dev),
+                                chance=chance, setting=SETTING))
         details = {"train_examples": len(subsample(data.splits[task.name]["train"], budget.train_examples, ctx.seed)),
                    "eval_examples": len(dev), "eval_split": spec.eval_split}
-        return SuiteResult(scores, details, [self._items(spec, dev, pred)])
+        return SuiteResult(scores, details, self._items(spec, dev, pred))
 
     @staticmethod
-    def _items(spec: GlueTask, dev: Pairs, pred: np.ndarray) -> ItemOutputs:
-        """Per item: correct (0/1) and the predicted label, or for STS-B the predicted score."""
-        if not spec.labels:
-            return ItemOutputs(spec.name, "en", spec.eval_split, "prediction", tuple(dev.ids), tuple(float(p) for p in pred),
-                               tuple(f"{p:.4f}" for p in pred), tuple(f"{g:g}" for g in dev.label))
-        return ItemOutputs(spec.name, "en", spec.eval_split, "correct", tuple(dev.ids), tuple(float(c) for c in pred == dev.label),
-                           tuple(spec.labels[p] for p in pred), tuple(spec.labels[g] for g in dev.label))
+    def _items(spec: GlueTask, dev: Pairs, pred: np.ndarray) -> list[ItemOutputs]:
+        """Per item and metric: correctness with the predicted and gold labels (accuracy), or the
+        prediction (class id; STS-B: the predicted score) and gold of a corpus statistic."""
+        return [
+            correctness(spec.name, "en", spec.eval_split, dev.ids, [spec.labels[p] for p in pred], [spec.labels[g] for g in dev.label])
+            if metric == "accuracy" else
+            statistic_items(spec.name, "en", spec.eval_split, metric, STATISTICS[metric], dev.ids, pred, dev.label)
+            for metric in spec.metrics
+        ]
 
     def summarize(self, scores: list[Score], ctx: SuiteContext) -> list[Score]:
         """GLUE's average: the mean over tasks of each task's score (the mean of its metrics).
@@ -316,4 +326,4 @@ class Glue(Suite):
         chances = [np.mean([s.chance for s in group]) for group in by_task.values()]
         value, half = float(np.mean(values)), float(np.sqrt(np.sum(np.square(halves))) / len(values))
         n = sum(group[0].n for group in by_task.values())
-        return [Score("glue", "avg", "eval", "score", value, value - half, value + half, n=n, chance=float(np.mean(chances)))]
+        return [Score("glue", "avg", "eval", "score", value, value - half, value + half, n=n, chance=float(np.mean(chances)), setting=SETTING)]

@@ -2,6 +2,9 @@
 and ``dbpedia14`` suites: the Zhang et al. (2015) CSV release reader, the hub reader, a deterministic
 carve of one file into train and eval rows, and the suite protocol (the shared fine-tuning protocol,
 then accuracy and macro F1 / precision / recall with bootstrap CIs, paper 002 Tables 1, 3 and 4).
+Per-item outputs: correctness with predicted and gold labels (accuracy), and for the macro scores
+the predicted and gold class ids (:func:`harness.suite.statistic_items`), so every score gets the
+runner's paired CI. Setting: ``fine-tuned``.
 
 Splits (``--set split=``):
 
@@ -25,11 +28,13 @@ from harness.suites.finetune import FinetuneBudget, finetune, padding_collator, 
 
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import CLASSIFICATION_METRICS, bootstrap_classification_ci, classification_metrics
-from harness.results.records import ItemOutputs, Score
+from harness.results.records import Score
 from harness.sources.data import DataSource, local_or_hub
-from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, statistic_items
 
 CARVE_SEED = 0  # the carve is a property of the suite, not of the run
+SETTING = "fine-tuned"  # paper 002 fine-tunes the whole classifier on the task
+MACRO_METRICS = ("f1", "precision", "recall")  # corpus statistics over classes (paired: harness.measure.paired's macro_*)
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ def classification_scores(task: str, split: str, gold: np.ndarray, pred: np.ndar
     """Accuracy and macro F1 / precision / recall with 95% bootstrap CIs; chance = a uniform guess."""
     values = classification_metrics(gold, pred, n_classes)
     cis = bootstrap_classification_ci(gold, pred, n_classes, rng)
-    return [Score(task, "en", split, m, values[m], *cis[m], n=len(gold), chance=1 / n_classes) for m in CLASSIFICATION_METRICS]
+    return [Score(task, "en", split, m, values[m], *cis[m], n=len(gold), chance=1 / n_classes, setting=SETTING) for m in CLASSIFICATION_METRICS]
 
 
 class TopicClassification(Suite):
@@ -166,10 +171,9 @@ class TopicClassification(Suite):
         logits = predict(model, features, padding_collator(tokenizer), ctx.budget, ctx)["logits"]
         pred = np.array([int(np.argmax(row)) for row in logits])
         scores = classification_scores(self.name, split, held.label, pred, len(self.labels), np.random.default_rng(ctx.seed + 2))
-        items = [ItemOutputs(
-            self.name, "en", split, "correct", tuple(str(r) for r in held.row), tuple((pred == held.label).astype(float)),
-            tuple(self.labels[p] for p in pred), tuple(self.labels[g] for g in held.label),
-        )]
+        ids = tuple(str(r) for r in held.row)
+        items = [correctness(self.name, "en", split, ids, [self.labels[p] for p in pred], [self.labels[g] for g in held.label])]
+        items += [statistic_items(self.name, "en", split, m, f"macro_{m}", ids, pred, held.label) for m in MACRO_METRICS]
         details = {
             "split": ctx.config.split,
             "train_source": f"{self.folder}/test.csv rows (carved, seed {CARVE_SEED})" if split == "eval" else f"{self.folder}/train.csv",

@@ -3,7 +3,10 @@
 No training. For every pair of a data set (``<data dir>/word_similarity/EN-<set>.txt``, lines
 ``word1<TAB>word2<TAB>score``) the model's similarity is the cosine of the two words' vectors, and
 the score is Spearman's rho with the gold ratings, per data set and averaged over the sets (paper
-004 Table 10 averages its sets unweighted), each with a bootstrap CI over pairs; chance is 0.
+004 Table 10 averages its sets unweighted), each with a bootstrap CI over pairs; chance is 0; setting
+``intrinsic``. Per-item outputs: each pair's model similarity and gold rating (Spearman's items,
+:func:`harness.suite.statistic_items`), stored under the set's task and again under task ``word_sim``
+with the set as language, so the sets and their average get the runner's paired CI.
 
 A word's vector is the mean of its sub-token vectors (the word tokenized alone, no special tokens),
 taken from (``--set vectors=``):
@@ -43,13 +46,14 @@ from harness.adapter import WordSenses
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import bootstrap_statistic, spearman
-from harness.results.records import ItemOutputs, Score
+from harness.results.records import Score
 from harness.senses import max_sense_similarity
 from harness.sources import corpora
 from harness.sources.data import DataSource, local_or_hub
-from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, statistic_items
 
 SETS = ("MC-30", "RG-65", "WS-353-ALL", "WS-353-SIM", "WS-353-REL", "MTurk-287", "MEN-TR-3k")
+SETTING = "intrinsic"  # no training: the model's own word vectors against human ratings (paper 004 Table 10)
 SENSES_PER_WORD = 5  # paper 004 Appendix E: k = 5 senses per word
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -209,13 +213,13 @@ class WordSimilarity(Suite):
             for name, pairs in sets.items():
                 values = sim(np.array([index[w] for w in pairs.first]), np.array([index[w] for w in pairs.second]))
                 low, high = bootstrap_statistic(spearman, [(values, pairs.gold)], rng)
-                scores.append(Score(name, "en", "all", metric, spearman(values, pairs.gold), low, high, n=len(values), chance=0.0))
-                items.append(ItemOutputs(name, "en", "all", metric.replace("spearman", "similarity"), tuple(map(str, pairs.lines)),
-                                         tuple(map(float, values)), gold=tuple(f"{g:g}" for g in pairs.gold)))
+                scores.append(Score(name, "en", "all", metric, spearman(values, pairs.gold), low, high, n=len(values), chance=0.0, setting=SETTING))
+                items += [statistic_items(task, language, "all", metric, "spearman", pairs.lines, values, pairs.gold)
+                          for task, language in ((name, "en"), ("word_sim", name))]  # the set's score; the average's group
                 groups.append((values, pairs.gold))
             low, high = bootstrap_statistic(spearman, groups, rng)
             value = float(np.mean([s.value for s in scores if s.metric == metric]))
-            scores.append(Score("word_sim", "avg", "all", metric, value, low, high, n=sum(len(g[0]) for g in groups), chance=0.0))
+            scores.append(Score("word_sim", "avg", "all", metric, value, low, high, n=sum(len(g[0]) for g in groups), chance=0.0, setting=SETTING))
         details.update(self._vocabulary(tokenizer, words), pairs={n: len(s.gold) for n, s in sets.items()}, pairs_skipped=0)
         return SuiteResult(scores, details, items)
 

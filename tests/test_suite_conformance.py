@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.compare import items_behind
 from harness.errors import DataError
 from harness.registry import SUITES
 from harness.results.store import Store
@@ -48,5 +49,12 @@ def test_suite_smoke_run_keeps_the_contract(name, tmp_path):
     # a score with items behind it is sum(values) / sum(weights) of them (what the paired statistics resample)
     assert_items_reproduce_scores(rec.scores, rec.items, every=False)
     assert {c.key() for c in rec.comparisons} == {(s.task, s.language, s.split, s.metric) for s in rec.scores}
+    # every score with items behind it gets the paired statistics (against itself: a point at 100)
+    paired = {c.key(): c for c in rec.comparisons}
+    for s in rec.scores:
+        c = paired[(s.task, s.language, s.split, s.metric)]
+        if items_behind(s, rec.items):
+            assert c.n_paired == s.n and c.difference == 0.0, (s, c)
+            assert c.pct_base_ci_low is not None and (s.value == 0 or c.pct_base_ci_low == pytest.approx(100.0)), (s, c)
     assert rec.efficiency and all(e.p50_ms > 0 and e.peak_mem_mb > 0 for e in rec.efficiency)
     assert rec.compression.emb_param_fraction == 1.0 and rec.fit is not None
