@@ -57,5 +57,8 @@ class BC5CDR(TaggingSuite):
     def training_sentences(self, data: SuiteData, config: Bc5cdrConfig) -> TaggedSentences:
         return data.splits["train"]
 
+    def setting(self, config: Bc5cdrConfig) -> str:
+        return "fine-tuned"  # the tagger is fine-tuned on BC5CDR's own training split
+
     def evaluation_sets(self, data: SuiteData, config: Bc5cdrConfig) -> tuple[str, dict[str, TaggedSentences]]:
         return config.split, {"en": data.splits[config.split]}

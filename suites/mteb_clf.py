@@ -2,7 +2,7 @@
 
 Protocol (MTEB's ``AbsTaskClassification``): embed train and test texts with the frozen
 (compressed) encoder, mean-pooled (``suites/mteb_encoder.py``); fit a logistic regression on the
-training embeddings; accuracy on test. MTEB's defaults (8 examples per label, 10 experiments) use
+training embeddings; accuracy on test (``Score.setting`` ``linear-probe``: the encoder is not trained). MTEB's defaults (8 examples per label, 10 experiments) use
 very little of the training data, so the budget sets ``samples_per_label`` to the largest label
 count (all training data) and one experiment, except on smoke. ``cache=None``: MTEB's default
 result cache would silently return an earlier model's scores.
@@ -193,7 +193,7 @@ class MtebClassification(Suite):
         scores, items, details = [], [], {"n_experiments": budget.n_experiments, "chance": "majority-class share of the scored test texts"}
         for name, (task, rows) in sampled.items():
             items.append(_items(name, task, rows, predictions))
-            scores.append(score_items([items[-1]], rng, chance=majority_share(task.splits["test"].label)))
+            scores.append(score_items([items[-1]], rng, chance=majority_share(task.splits["test"].label), setting="linear-probe"))
             details[name] = {"train_examples": len(task.splits["train"].label), "samples_per_label": task.samples_per_label, "test_examples": len(rows)}
         return SuiteResult(scores, details, items)
 

@@ -3,7 +3,7 @@
 Paper 000 Table 2 reports TyDiQA-GoldP F1/EM. The GoldP dev answers are blanked in every copy on
 hand, so the span extractor trained on TyDiQA-GoldP's English training split is scored on MLQA's
 dev split (Lewis et al., 2020), each language with its own questions (context and question in the
-same language): zero-shot cross-lingual transfer, as in XTREME. Any SQuAD v1 JSON works for both
+same language): zero-shot cross-lingual transfer, as in XTREME (``Score.setting`` ``zero-shot``). Any SQuAD v1 JSON works for both
 (``--set train=PATH``, ``--set eval=PATH`` with ``{lang}`` for the language, ``--set languages=en,de``;
 relative paths are under the data directory). Layout and post-processing: :mod:`harness.suites.squad`.
 
@@ -146,4 +146,4 @@ class QuestionAnswering(Suite):
     def _score(task: str, language: str, metric: str, groups: list[np.ndarray], rng: np.random.Generator) -> Score:
         low, high = bootstrap_ci(groups, rng)
         value = float(np.mean([g.mean() for g in groups]))
-        return Score(task, language, "dev", metric, value, low, high, n=sum(len(g) for g in groups), chance=0.0)
+        return Score(task, language, "dev", metric, value, low, high, n=sum(len(g) for g in groups), chance=0.0, setting="zero-shot")

@@ -6,7 +6,8 @@ its first sub-token; a word the tokenizer cut off at ``max_length`` is predicted
 against recall). Scores per evaluation set (a language, or a split): seqeval's entity-level F1,
 precision and recall (CoNLL-2000 rules, seqeval's default mode: an entity is a maximal B/I run of
 one type; ``I-X`` after ``O`` opens one) on the 0-1 scale. An all-``O`` tagger finds no entity, so
-its F1 is 0: the trivial level (``Score.chance``).
+its F1 is 0: the trivial level (``Score.chance``). ``Score.setting`` is the suite's protocol
+(:meth:`TaggingSuite.setting`).
 
 CIs: percentile bootstrap over sentences of the pooled ratios. Per-item outputs, one row per
 sentence (id: the file line where it starts), are those ratios' numerators and denominators, so the
@@ -106,7 +107,9 @@ def entity_ratios(counts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]
     return {"f1": (2 * correct, guessed + truth), "precision": (correct, guessed), "recall": (correct, truth)}
 
 
-def entity_scores(task: str, language: str, split: str, gold: list, predicted: list, counts: np.ndarray, rng: np.random.Generator) -> list[Score]:
+def entity_scores(
+    task: str, language: str, split: str, gold: list, predicted: list, counts: np.ndarray, rng: np.random.Generator, setting: str = "",
+) -> list[Score]:
     """seqeval F1, precision and recall of one evaluation set, with bootstrap CIs over sentences."""
     gold, predicted = [list(g) for g in gold], [list(p) for p in predicted]  # seqeval takes lists only
     values = {
@@ -116,16 +119,17 @@ def entity_scores(task: str, language: str, split: str, gold: list, predicted: l
     }
     ratios = entity_ratios(counts)
     return [
-        Score(task, language, split, metric, float(values[metric]), *bootstrap_ratio_ci(*ratios[metric], rng), n=len(gold), chance=0.0)
+        Score(task, language, split, metric, float(values[metric]), *bootstrap_ratio_ci(*ratios[metric], rng), n=len(gold), chance=0.0,
+              setting=setting)
         for metric in values
     ]
 
 
-def macro_f1(task: str, split: str, scores: list[Score], counts: list[np.ndarray], rng: np.random.Generator) -> Score:
+def macro_f1(task: str, split: str, scores: list[Score], counts: list[np.ndarray], rng: np.random.Generator, setting: str = "") -> Score:
     """The ``avg`` row: entity F1 averaged over evaluation sets (languages), CI from resampling each."""
     f1 = [s.value for s in scores if s.metric == "f1"]
     low, high = bootstrap_macro_ratio_ci([entity_ratios(c)["f1"] for c in counts], rng)
-    return Score(task, "avg", split, "f1", float(np.mean(f1)), low, high, n=sum(len(c) for c in counts), chance=0.0)
+    return Score(task, "avg", split, "f1", float(np.mean(f1)), low, high, n=sum(len(c) for c in counts), chance=0.0, setting=setting)
 
 
 def entity_items(task: str, language: str, split: str, ids: tuple[str, ...], counts: np.ndarray, predicted: list, gold: list) -> list[ItemOutputs]:
@@ -146,6 +150,10 @@ class TaggingSuite(Suite):
     @abstractmethod
     def training_sentences(self, data: SuiteData, config: Any) -> TaggedSentences:
         """All sentences the tagger may train on (the budget subsamples them)."""
+
+    @abstractmethod
+    def setting(self, config: Any) -> str:
+        """The protocol as the papers name it (``Score.setting``)."""
 
     @abstractmethod
     def evaluation_sets(self, data: SuiteData, config: Any) -> tuple[str, dict[str, TaggedSentences]]:
@@ -180,12 +188,12 @@ class TaggingSuite(Suite):
             chosen = sentences.sample(ctx.budget.eval_examples, rng)
             predicted = self.tag(model, tokenizer, chosen, ctx)
             counts = entity_counts(chosen.tags, predicted)
-            scores += entity_scores(task.name, language, split, chosen.tags, predicted, counts, rng)
+            scores += entity_scores(task.name, language, split, chosen.tags, predicted, counts, rng, self.setting(ctx.config))
             items += entity_items(task.name, language, split, tuple(str(line) for line in chosen.lines), counts, predicted, chosen.tags)
             all_counts.append(counts)
             sizes[language] = len(chosen)
         if len(all_counts) > 1:
-            scores.append(macro_f1(task.name, split, scores, all_counts, rng))
+            scores.append(macro_f1(task.name, split, scores, all_counts, rng, self.setting(ctx.config)))
         details = {"train_sentences": len(self._training(data, ctx)), "eval_sentences": sizes, "max_length": ctx.budget.max_length}
         return SuiteResult(scores, details, items)
 

@@ -16,6 +16,7 @@ text (documents separated by blank lines, or JSONL with ``text``).
 
 Per-item outputs: each text's bytes over tokens (bytes per token) and whole-word tokens over tokens,
 keyed by the text's index (WikiText-2 article, C4 line, XNLI test row). No chance level applies.
+Setting ``intrinsic``: a property of the tokenizer, no model is run.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from harness.sources.data import DataSource
 from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
 
 _WORD = re.compile(r"\w+")
+
+SETTING = "intrinsic"  # measured on the tokenizer alone
 
 
 @dataclass(frozen=True)
@@ -136,12 +139,12 @@ class TokenizerStats(Suite):
                 chosen, keep = texts.sample(docs, budget.documents, budget.max_bytes, rng)
                 offset = corpora.C4_FIT_DOCUMENTS if name == "c4" else 0
                 text_sets[(name, language)] = (chosen, [str(i + offset) for i in keep])
-        scores = [Score("vocabulary", "all", "-", "vocab_size", float(len(tokenizer)), higher_is_better=False)]
+        scores = [Score("vocabulary", "all", "-", "vocab_size", float(len(tokenizer)), higher_is_better=False, setting=SETTING)]
         items = []
         for (name, lang), (chosen, ids) in text_sets.items():
             c = count(tokenizer, chosen)
             for metric, values in (("bytes_per_token", c.bytes), ("whole_word_share", c.whole_word_tokens)):
                 items.append(ItemOutputs(name, lang, "test", metric, tuple(ids), tuple(map(float, values)), weights=tuple(map(float, c.tokens))))
-                scores.append(score_items([items[-1]], rng))
+                scores.append(score_items([items[-1]], rng, setting=SETTING))
         details = {f"{name}/{lang}": len(chosen) for (name, lang), (chosen, _) in text_sets.items()}
         return SuiteResult(scores, {"texts": details}, items)

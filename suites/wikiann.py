@@ -65,5 +65,9 @@ class WikiANN(TaggingSuite):
     def training_sentences(self, data: SuiteData, config: WikiannConfig) -> TaggedSentences:
         return TaggedSentences.concat([sentences for name, sentences in data.splits.items() if name.endswith("/train.tsv")])
 
+    def setting(self, config: WikiannConfig) -> str:
+        """Paper 000 Table 1's names: English training is zero-shot transfer, every language's is multilingual."""
+        return "zero-shot" if config.train == "en" else "multilingual"
+
     def evaluation_sets(self, data: SuiteData, config: WikiannConfig) -> tuple[str, dict[str, TaggedSentences]]:
         return "dev", {lang: data.splits[source(lang, "dev").files[0]] for lang in LANGUAGES}

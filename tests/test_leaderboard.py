@@ -196,3 +196,23 @@ def test_paper_points_match_a_prompted_task_only_at_the_same_shot_count():
     assert len(matching_papers(papers, "lm_eval", "boolq", "acc", 5)) == len(papers[papers.suite.eq("lm_eval") & papers.task.eq("BoolQ") & papers.metric.eq("accuracy")])
     unprompted = papers[papers.suite.eq("xnli")].iloc[0]
     assert len(matching_papers(papers, "xnli", unprompted.task, unprompted.metric, None)) == len(matching_papers(papers, "xnli", unprompted.task, unprompted.metric, float("nan")))
+
+
+def test_one_protocol_suites_meet_all_their_papers_rows_in_their_setting():
+    """The suites' Score.setting is the protocol reference.PROTOCOLS gives every paper row of theirs
+    (printed empty, or ADE's with-sat / without-sat method variants, kept in paper_setting), so
+    declaring the setting hides none of their paper points; wikiann's points keep their own two."""
+    from harness.suites import glue, topic_classification, wikiann, word_sim
+
+    from harness.results.reference import PROTOCOLS
+
+    assert PROTOCOLS["ag_news"] == PROTOCOLS["dbpedia14"] == topic_classification.SETTING
+    assert PROTOCOLS["glue"] == glue.SETTING and PROTOCOLS["word_sim"] == word_sim.SETTING
+    papers = pd.DataFrame([dataclasses.asdict(r) for r in read_paper_results()])
+    ag_news = papers[papers.suite.eq("ag_news") & papers.metric.eq("f1")]
+    assert set(ag_news.setting) == {"fine-tuned"} and {"with-sat", "without-sat"} <= set(ag_news.paper_setting.dropna())
+    assert len(matching_papers(papers, "ag_news", "ag_news", "f1", setting="fine-tuned")) == len(ag_news)
+    suite = wikiann.WikiANN()
+    zero_shot = matching_papers(papers, "wikiann", "wikiann", "f1", setting=suite.setting(wikiann.WikiannConfig()))
+    assert len(zero_shot) and set(zero_shot.setting) == {"zero-shot"}
+    assert set(matching_papers(papers, "wikiann", "wikiann", "f1", setting=suite.setting(wikiann.WikiannConfig("all"))).setting) == {"multilingual"}

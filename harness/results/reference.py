@@ -13,7 +13,9 @@ the leaderboard's Pareto plot beside measured ones:
   same setting (``Score.setting``): ``cross-lingual-transfer`` (paper 001) is ``zero-shot`` (English
   training, as paper 000 names it), ``translate-train-all`` is ``multilingual``, and a row whose notes
   say "N-shot in-context" gets ``N-shot``; other settings stay as printed (``pretraining`` is not our
-  ``post-hoc``). The CSV's own value stays in ``paper_setting``.
+  ``post-hoc``). A suite with one protocol (:data:`PROTOCOLS`: fine-tuned classifiers and taggers,
+  intrinsic measures) gives it to all its rows, whose printed setting is empty or a method variant
+  (ADE's ``with-sat`` / ``without-sat``). The CSV's own value stays in ``paper_setting``.
 - ``pct_base``: value / baseline x 100, the baseline being the same table's row for the same base
   model, suite, task, language, setting and metric (quality metrics only; inverted for BPB, lower
   is better, as the harness does); the printed %Base where no baseline row exists. The printed
@@ -36,6 +38,9 @@ SUITE_NAMES = {"tydiqa": "qa", "mteb_classification": "mteb_clf", "word_similari
 HIGHER_IS_BETTER = frozenset({"accuracy", "f1", "em", "spearman", "mcc", "correlation", "score", "precision", "recall"})
 LOWER_IS_BETTER = frozenset({"bpb"})
 SETTINGS = {"cross-lingual-transfer": "zero-shot", "translate-train-all": "multilingual"}
+# suites that run one protocol (their Score.setting), for the papers' rows that print none
+PROTOCOLS = {"ag_news": "fine-tuned", "dbpedia14": "fine-tuned", "glue": "fine-tuned", "bc5cdr": "fine-tuned",
+             "mteb_clf": "linear-probe", "word_sim": "intrinsic", "tokenizer": "intrinsic"}
 _SHOTS = re.compile(r"\b(\d+)-shot\b")
 COLUMNS = (
     "paper", "table", "method", "base_model", "config", "suite", "task", "language", "setting", "metric",
@@ -106,10 +111,11 @@ def _parse(raw: dict[str, str], path: Path, line: int) -> PaperResult:
     emb_pct = _number(raw["emb_param_pct"], path, line, "emb_param_pct")
     model_pct = _number(raw["model_param_pct"], path, line, "model_param_pct")
     printed = _number(raw["pct_base"], path, line, "pct_base")
+    suite = SUITE_NAMES.get(raw["suite"], raw["suite"])
     return PaperResult(
         paper=raw["paper"], table=raw["table"], method=raw["method"], base_model=raw["base_model"] or None,
-        config=raw["config"] or None, suite=SUITE_NAMES.get(raw["suite"], raw["suite"]), paper_suite=raw["suite"],
-        task=raw["task"], language=raw["language"] or None, setting=canonical_setting(raw["setting"], raw["notes"]), metric=raw["metric"],
+        config=raw["config"] or None, suite=suite, paper_suite=raw["suite"], task=raw["task"], language=raw["language"] or None,
+        setting=PROTOCOLS.get(suite) or canonical_setting(raw["setting"], raw["notes"]), metric=raw["metric"],
         value=value, pct_base=printed, pct_base_printed=printed,
         emb_param_fraction=None if emb_pct is None else emb_pct / 100.0,
         model_param_fraction=None if model_pct is None else model_pct / 100.0,
