@@ -6,8 +6,8 @@ by item id, and the paired statistics of :mod:`harness.measure.paired` are compu
 both runs scored. Items named ``<metric>@<statistic>`` (:func:`statistic_metric`, ``statistic`` a key
 of :data:`harness.measure.paired.STATISTICS`) back a corpus-level score (Spearman, MCC, macro F1):
 their values are predictions and their gold the gold values, and the paired bootstrap recomputes the
-statistic; all other items are the ratio of sums ``sum(values) / sum(weights)``. The chance-adjusted %Base and the "baseline above chance" flag need only the two
-scores. The baseline run is compared with itself (%Base 100, no flips), so every stored score carries
+statistic; all other items are the ratio of sums ``sum(values) / sum(weights)``. The chance-adjusted
+%Base and the "baseline above chance" flag need only the two scores. The baseline run is compared with itself (%Base 100, no flips), so every stored score carries
 the flag.
 
 "Baseline above chance" is a one-sided test at the 2.5% level: the lower end of the baseline score's

@@ -86,8 +86,11 @@ class ItemOutputs:
     of that over the ItemOutputs of its languages. ``metric`` is the score's metric. Examples:
     accuracy: values = correctness 0/1; bits per byte: values = a document's NLL in bits, weights =
     its UTF-8 bytes; bytes per token: values = a text's bytes, weights = its tokens; entity F1
-    (seqeval): values = 2 TP, weights = 2 TP + FP + FN of a sentence. ``ids`` are stable item ids (the
-    row in the source file or the dataset's own id) shared by every run that scores the same items.
+    (seqeval): values = 2 TP, weights = 2 TP + FP + FN of a sentence. A corpus statistic that is no
+    ratio (Spearman, MCC, macro F1) names itself in ``metric`` (``spearman@spearman``, ``f1@macro_f1``:
+    :mod:`harness.compare`): values = each item's prediction, gold = its gold value as a number.
+    ``ids`` are stable item ids (the row in the source file or the dataset's own id) shared by every
+    run that scores the same items.
     """
 
     task: str
