@@ -7,8 +7,8 @@ both runs scored. Items named ``<metric>@<statistic>`` (:func:`statistic_metric`
 of :data:`harness.measure.paired.STATISTICS`) back a corpus-level score (Spearman, MCC, macro F1):
 their values are predictions and their gold the gold values, and the paired bootstrap recomputes the
 statistic; all other items are the ratio of sums ``sum(values) / sum(weights)``. The chance-adjusted
-%Base and the "baseline above chance" flag need only the two scores. The baseline run is compared with itself (%Base 100, no flips), so every stored score carries
-the flag.
+%Base and the "baseline above chance" flag need only the two scores. The baseline run is compared
+with itself (%Base 100, no flips), so every stored score carries the flag.
 
 "Baseline above chance" is a one-sided test at the 2.5% level: the lower end of the baseline score's
 95% bootstrap CI lies above the chance level. Where it does not, %Base divides by noise (a method at
