@@ -1,18 +1,16 @@
 """Resident memory of the unchanged vs the ASG-compressed encoder, each measured in a fresh process.
 
-A child process loads the model, brings it to one of three states, runs ``gc.collect()`` and
+A child process loads the model, brings it to one of two states, runs ``gc.collect()`` and
 ``malloc_trim(0)`` and reports its VmRSS (and the split into anonymous and file-backed pages):
 
 * ``base``: the unchanged model with its token table resident. transformers maps the safetensors
   file and a page becomes resident only when read, so the child reads the table once (as a copying
   loader, or a fit, would); otherwise the base would not hold the bytes whose removal is measured.
-* ``asg``: the model after ``AsgAdapter.compress``, as the runner holds it.
-* ``asg-released``: the same, then the removed table's pages handed back with
-  ``madvise(MADV_DONTNEED)``: the fit read the whole table, and its pages stay resident because
-  the file mapping stays alive for the other weights.
+* ``asg``: the model after ``AsgAdapter.apply``, as the runner holds it: the fit read the whole
+  table, and ``apply`` hands its clean file pages back (:mod:`harness.pages`).
 
-Children alternate (base, asg, asg-released, base, ...), so no side gains from the order. The
-tensor bytes (parameters + buffers) fall by exactly the removed table minus what ASG adds.
+Children alternate (base, asg, base, ...), so no side gains from the order. The tensor bytes
+(parameters + buffers) fall by exactly the removed table minus what ASG adds.
 
     python -m harness.benchmarks.memory MODEL STATE NITER    # one child; prints one JSON line
 """
@@ -31,9 +29,7 @@ from harness.benchmarks.report import Row
 from harness.benchmarks.timing import load_average
 
 ASG = {"k": 1024, "m": 48}
-STATES = ("base", "asg", "asg-released")
-_MADV_DONTNEED = 4
-_PAGE = 4096
+STATES = ("base", "asg")
 
 
 def _status_mib() -> dict[str, float]:
@@ -46,18 +42,6 @@ def _status_mib() -> dict[str, float]:
     return out
 
 
-def release_pages(address: int, size: int) -> None:
-    """``madvise(MADV_DONTNEED)`` over the whole pages of [address, address + size): the process
-    drops them (a file-backed page would be read again from the file if touched). Only for memory
-    nothing references any more."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    start = -(-address // _PAGE) * _PAGE
-    end = (address + size) // _PAGE * _PAGE
-    if end > start and libc.madvise(start, end - start, _MADV_DONTNEED):
-        raise OSError(ctypes.get_errno(), "madvise(MADV_DONTNEED) failed")
-
-
 def child(model_name: str, state: str, niter: int) -> dict[str, float]:
     """Load ``model_name``, bring it to ``state``; resident MiB (after gc + malloc_trim) and tensor MiB."""
     from harness.adapters.asg import AsgAdapter, AsgConfig
@@ -68,15 +52,13 @@ def child(model_name: str, state: str, niter: int) -> dict[str, float]:
 
     model = load_packaged(model_name, "base")
     table = model.get_input_embeddings().weight.detach()
-    address, size = table.data_ptr(), table.numel() * table.element_size()
+    size = table.numel() * table.element_size()
     if state == "base":
         float(table.sum())  # every page of the table read once, so it is resident
     else:
-        model = AsgAdapter(AsgConfig(**ASG, niter=niter)).compress(model, FitContext(seed=0)).model
+        model = AsgAdapter(AsgConfig(**ASG, niter=niter)).apply(model, FitContext(seed=0)).model
     del table
     gc.collect()
-    if state == "asg-released":
-        release_pages(address, size)
     ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
     return {**_status_mib(), "tensor_mib": model_bytes(model) / 2**20, "removed_mib": size / 2**20}
 
@@ -110,9 +92,7 @@ def memory_rows(model_name: str, rounds: int, niter: int) -> list[Row]:
 
     return [
         _row(f"VmRSS, fresh process each: {label}", side("base", "VmRSS"), side("asg", "VmRSS"), removed,
-             f"{ratio}; base {split('base')}, ASG {split('asg')} MiB: the read table's file pages stay mapped"),
-        _row(f"VmRSS, removed table's pages released (madvise): {label}", side("base", "VmRSS"),
-             side("asg-released", "VmRSS"), removed, f"{ratio}; ASG {split('asg-released')} MiB"),
+             f"{ratio}; base {split('base')}, ASG {split('asg')} MiB"),
         _row(f"tensor bytes: {label}", side("base", "tensor_mib"), side("asg", "tensor_mib"), removed,
              f"{ratio}; exact: the table minus ASG's codebooks and ConceptID map"),
     ]

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from harness import pages
 from harness.budgets import Budgets
 from harness.errors import ConfigError
 from harness.results.records import CompressionReport, EmbeddingFootprint
@@ -241,12 +242,16 @@ class Adapter(ABC):
         return restore_modules(model, saved.modules, dict(derived), allowed)
 
     def apply(self, model: nn.Module, fit: FitContext) -> Applied:
-        """``compress`` plus the compression report (parameters and bytes counted before and after)."""
+        """``compress`` plus the compression report (parameters and bytes counted before and after).
+        The pages of a table the adapter replaced are handed back (:mod:`harness.pages`), so the
+        process's resident memory falls by what the report says was removed."""
         before = footprint(model)
         vocab_before = getattr(model.get_input_embeddings(), "num_embeddings", None)
+        tables = [getattr(m, "weight", None) for m in (model.get_input_embeddings(), model.get_output_embeddings())]
         out = self.compress(model, fit)
         if not isinstance(out, Compressed):
             out = Compressed(out)
+        pages.release_replaced([t for t in tables if isinstance(t, torch.Tensor)], out.model)
         tokenizer = out.tokenizer if out.tokenizer is not None else fit.tokenizer
         vocab_after = out.vocab_size if out.vocab_size is not None else vocab_before
         report = CompressionReport.between(before, footprint(out.model), vocab_before, vocab_after, out.freed_slots)
