@@ -17,8 +17,11 @@ Choices where the paper is silent:
 
 * Fit text: the suite task's training texts by default (``corpus=task_train``), as paper 004 built
   its GLUE dictionary from the GLUE training sets and its MTEB one from the MTEB training sets
-  (Sections 4.1-4.2, Appendix C); never the scored texts. Suites that train on nothing (bpb,
-  lm_eval) need a named corpus: ``--set corpus=wikitext2_train`` (WikiText, Appendix B) or ``c4_sample``.
+  (Sections 4.1-4.2, Appendix C); never the scored texts. A pair task's training pairs run
+  through the model as it reads them, two segments with their token type ids (the authors'
+  a1_gather_sense.py; :mod:`harness.senses`), so the senses are the vectors the drop-in replaces.
+  Suites that train on nothing (bpb, lm_eval) need a named corpus: ``--set corpus=wikitext2_train``
+  (WikiText, Appendix B) or ``c4_sample``.
 * Decoders (SmolLM2): the causal last hidden state (after the final norm) is clustered as it is;
   the paper first made Llama bidirectional with LLM2Vec, which is not available offline (paper
   004 Limitation 2 names the causal states as the alternative).

@@ -8,7 +8,8 @@ teacher's head.
 2. Labels: on every fit window the teacher's arg-max sense index i* = argmax_i <m_t, s_t^(i)> per
    token (tokens with two or more senses; with one sense there is nothing to learn).
 3. Student: the same model with only its first ``layers`` transformer layers (the authors' Llama
-   student: the first 4 of 32), trained on the fit windows with the paper's loss
+   student: the first 4 of 32), trained on the fit windows (the dictionary's inputs, a pair as
+   two segments with their token type ids) with the paper's loss
    L = -sum_t log softmax_j <n_t, s_t^(j)> [i*] (:func:`harness.senses.sense_cross_entropy`).
    W_align maps the student into the dictionary's width only where the widths differ; a student
    cut from the teacher's own layers has the teacher's width, so none is needed (as in the
@@ -101,19 +102,19 @@ def cut_student(model: nn.Module, layers: int) -> nn.ModuleList:
 
 
 @torch.inference_mode()
-def label_windows(teacher: nn.Module, dictionary: senses.SenseDictionary, windows: list[list[int]],
+def label_windows(teacher: nn.Module, dictionary: senses.SenseDictionary, windows: list[senses.Window],
                   budget: SkdBudget, pad_id: int, device: str, progress) -> list[torch.Tensor]:
     """The teacher's sense label per position of every batch of windows (-1: nothing to learn)."""
     backbone = senses.backbone_of(teacher).eval().to(device)
     out = []
     steps = math.ceil(len(windows) / budget.batch_size)
-    for step, (ids, mask) in enumerate(senses.batches(windows, budget.batch_size, pad_id, device)):
-        out.append(senses.teacher_senses(dictionary, ids, mask, senses.last_hidden(backbone, ids, mask)))
+    for step, batch in enumerate(senses.batches(windows, budget.batch_size, pad_id, device)):
+        out.append(senses.teacher_senses(dictionary, batch.ids, batch.mask, senses.last_hidden(backbone, batch)))
         progress("teacher senses", step + 1, steps)
     return out
 
 
-def distill(model: nn.Module, trained: nn.Module, dictionary: senses.SenseDictionary, windows: list[list[int]],
+def distill(model: nn.Module, trained: nn.Module, dictionary: senses.SenseDictionary, windows: list[senses.Window],
             labels: list[torch.Tensor], budget: SkdBudget, pad_id: int, fit: FitContext) -> dict[str, float]:
     """Train ``trained`` (the student's layers) with the SKD loss; returns the last epoch's mean
     loss and sense agreement with the teacher."""
@@ -135,8 +136,8 @@ def distill(model: nn.Module, trained: nn.Module, dictionary: senses.SenseDictio
         for b in torch.randperm(len(batches), generator=generator).tolist():
             if step == steps:
                 break
-            ids, mask = batches[b]
-            loss, agree = senses.sense_cross_entropy(dictionary, ids, labels[b], senses.last_hidden(backbone, ids, mask))
+            batch = batches[b]
+            loss, agree = senses.sense_cross_entropy(dictionary, batch.ids, labels[b], senses.last_hidden(backbone, batch))
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -3,9 +3,10 @@ drop-in that swaps each last-layer vector for its closest sense. Shared by the a
 ``multisense`` (the drop-in, paper 004 Sections 3.1-3.2) and ``skd`` (the sense-based student,
 Section 3.3).
 
-1. :func:`fit_windows` cuts the fit corpus into model-sized windows; :func:`collect` runs the
-   model over them and keeps, per token id, a uniform sample of at most ``cap`` last-layer
-   vectors (:class:`TokenVectors`).
+1. :func:`fit_windows` cuts the fit corpus into model inputs (:class:`Window`: token ids and
+   segment ids), encoded as the task's model reads them; :func:`collect` runs the model over them
+   and keeps, per token id, a uniform sample of at most ``cap`` last-layer vectors
+   (:class:`TokenVectors`).
 2. :func:`build` clusters each token's vectors into its senses (:mod:`harness.kmeans`, or Markov
    clustering to pick the number per token) and returns a :class:`SenseDictionary`.
 3. :meth:`SenseDictionary.attach` installs the drop-in on a model; :func:`sense_cross_entropy` is
@@ -14,6 +15,17 @@ Section 3.3).
 Choices where paper 004 is silent, following the authors' code (Qitong-Wang/SenseDict,
 DeBERTa/a1_gather_sense.py, a1_mclsingle.py; Llama/a1_mclmulti.py, a1_kmeans_withmcl.py):
 
+* The fit text is encoded as the scored model reads it (Sections 3.1-3.2: the senses are the
+  model's own last-layer vectors, and the drop-in replaces the vectors of the scored inputs). A
+  sentence pair of a pair task (MRPC, STS-B, RTE, QNLI, XNLI: ``task_train`` items (a, b),
+  Section 4.1) is one input ``[CLS] a [SEP] b [SEP]`` with token type ids 0 / 1, truncated
+  longest-first to the window, exactly as the suite encodes it
+  (:func:`harness.suites.finetune.sentence_features`) and as the authors' a1_gather_sense.py
+  encodes its pairs (BERT's longest-first truncation, segments with [SEP] and type ids). Joining
+  the two into one segment made different vectors than those the drop-in later replaces (glue
+  quick on MiniLM, k=15: QNLI fell from 0.67 to chance). QA's (question, context) pairs are read
+  the same way, so only a context's first window is read (the suite also reads later, strided
+  windows). A document or sentence is cut into consecutive windows.
 * Every token the model emits a vector for gets senses, special tokens included ([CLS], [SEP],
   <s>): the authors' gathering script keeps all unpadded positions. A sentence head reads those
   positions (a mean over all tokens, or the first token), so they must be senses too for the
@@ -48,6 +60,7 @@ from harness.adapter import TokenStorage
 from harness.config import require_positive
 from harness.errors import ConfigError, DataError
 from harness.kmeans import KmeansSettings, fit_threads, kmeans
+from harness.sources.corpora import Text
 
 Clustering = Literal["kmeans", "mcl"]
 Progress = Callable[[str, int, int], None]
@@ -110,37 +123,73 @@ class TokenVectors:
         return TokenVectors(self.ids, np.append(0, np.cumsum(kept)), self.vectors[rows], self.seen, self.tokens_read)
 
 
-def fit_windows(tokenizer: Any, texts: Sequence[str], window: int, max_tokens: int | None, seed: int) -> list[list[int]]:
-    """Token-id windows of at most ``window`` tokens (special tokens added per window, as the
-    model sees a text), from the texts in a seeded random order, until ``max_tokens`` are taken."""
-    windows: list[list[int]] = []
+@dataclass(frozen=True)
+class Window:
+    """One model input of the fit text: token ids with special tokens, and the segment ids
+    (``token_type_ids``) where the tokenizer gives them (BERT's; XLM-R's and Llama's give none)."""
+
+    ids: list[int]
+    types: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def encode(tokenizer: Any, text: Text, window: int) -> list[Window]:
+    """``text`` as the model reads it (module docstring): a document in consecutive windows of at
+    most ``window`` tokens; a pair (a, b) as one two-segment input truncated longest-first."""
+    if isinstance(text, str):
+        enc = tokenizer(text, truncation=True, max_length=window, return_overflowing_tokens=True)
+        rows, types = enc["input_ids"], enc.get("token_type_ids")
+    else:
+        enc = tokenizer(*text, truncation=True, max_length=window)
+        rows, types = [enc["input_ids"]], [enc["token_type_ids"]] if "token_type_ids" in enc else None
+    return [Window(list(ids), list(types[i]) if types is not None else None) for i, ids in enumerate(rows)]
+
+
+def fit_windows(tokenizer: Any, texts: Sequence[Text], window: int, max_tokens: int | None, seed: int) -> list[Window]:
+    """Model inputs of at most ``window`` tokens (:func:`encode`), from the texts in a seeded
+    random order, until ``max_tokens`` are taken."""
+    windows: list[Window] = []
     total = 0
     for i in np.random.default_rng(seed).permutation(len(texts)):
-        enc = tokenizer(texts[i], truncation=True, max_length=window, return_overflowing_tokens=True)
-        for ids in enc["input_ids"]:
+        for w in encode(tokenizer, texts[i], window):
             if max_tokens is not None and total >= max_tokens:
                 return windows
-            windows.append(list(ids))
-            total += len(ids)
+            windows.append(w)
+            total += len(w)
     return windows
 
 
-def last_hidden(backbone: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) ids and mask -> (B, T, D) last-layer vectors of a transformers base model."""
-    return backbone(input_ids=ids, attention_mask=mask).last_hidden_state
+@dataclass(frozen=True)
+class Batch:
+    """Padded windows: (B, T) ids, attention mask and segment ids (None where the windows have none)."""
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    types: torch.Tensor | None
 
 
-def batches(windows: list[list[int]], batch_size: int, pad_id: int, device: str):
-    """Padded (ids, mask) tensors of ``batch_size`` windows each."""
+def last_hidden(backbone: nn.Module, batch: Batch) -> torch.Tensor:
+    """A batch -> (B, T, D) last-layer vectors of a transformers base model."""
+    segments = {} if batch.types is None else {"token_type_ids": batch.types}
+    return backbone(input_ids=batch.ids, attention_mask=batch.mask, **segments).last_hidden_state
+
+
+def batches(windows: Sequence[Window], batch_size: int, pad_id: int, device: str):
+    """:class:`Batch` es of ``batch_size`` windows each (segment ids padded with 0, as the suites' collator pads them)."""
     for start in range(0, len(windows), batch_size):
         chunk = windows[start:start + batch_size]
         width = max(len(w) for w in chunk)
         ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        types = torch.zeros((len(chunk), width), dtype=torch.long) if chunk[0].types is not None else None
         for row, w in enumerate(chunk):
-            ids[row, :len(w)] = torch.tensor(w)
+            ids[row, :len(w)] = torch.tensor(w.ids)
             mask[row, :len(w)] = 1
-        yield ids.to(device), mask.to(device)
+            if types is not None:
+                types[row, :len(w)] = torch.tensor(w.types)
+        yield Batch(ids.to(device), mask.to(device), types.to(device) if types is not None else None)
 
 
 class _Sample:
@@ -181,15 +230,15 @@ class _Sample:
 
 
 @torch.inference_mode()
-def collect(backbone: nn.Module, windows: list[list[int]], cap: int, vocab_size: int, *, pad_id: int,
+def collect(backbone: nn.Module, windows: Sequence[Window], cap: int, vocab_size: int, *, pad_id: int,
             batch_size: int, seed: int, device: str = "cpu", progress: Progress | None = None) -> TokenVectors:
     """Run ``backbone`` over ``windows`` and sample at most ``cap`` last-layer vectors per token id."""
     backbone.eval().to(device)
     sample = _Sample(cap, vocab_size, seed)
     steps, read = (len(windows) + batch_size - 1) // batch_size, 0
-    for step, (ids, mask) in enumerate(batches(windows, batch_size, pad_id, device)):
-        real = mask.bool()
-        sample.add(ids[real].cpu().numpy(), last_hidden(backbone, ids, mask)[real].float().cpu().numpy())
+    for step, batch in enumerate(batches(windows, batch_size, pad_id, device)):
+        real = batch.mask.bool()
+        sample.add(batch.ids[real].cpu().numpy(), last_hidden(backbone, batch)[real].float().cpu().numpy())
         read += int(real.sum())
         if progress:
             progress("sense vectors", step + 1, steps)
@@ -352,7 +401,7 @@ def build(vectors: TokenVectors, vocab_size: int, k: int, clustering: Clustering
     return SenseDictionary(offsets, senses)
 
 
-def fit_dictionary(model: nn.Module, fit: Any, settings: SenseSettings) -> tuple[SenseDictionary, list[list[int]], dict[str, Any]]:
+def fit_dictionary(model: nn.Module, fit: Any, settings: SenseSettings) -> tuple[SenseDictionary, list[Window], dict[str, Any]]:
     """The sense dictionary of ``model``'s last layer over the fit corpus, under ``fit.budget``
     (a :class:`SenseBudget`); returns it, the fit windows, and the facts to store with the run."""
     budget: SenseBudget = fit.budget
@@ -420,7 +469,7 @@ def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: S
         for start in range(0, len(chunks), batch_size):
             batch = chunks[start:start + batch_size]
             enc = tokenizer(batch, is_split_into_words=True, truncation=True, max_length=window, padding=True, return_tensors="pt")
-            hidden = last_hidden(backbone, enc["input_ids"].to(device), enc["attention_mask"].to(device)).float().cpu()
+            hidden = last_hidden(backbone, Batch(enc["input_ids"].to(device), enc["attention_mask"].to(device), None)).float().cpu()
             for row, chunk in enumerate(batch):
                 positions: dict[int, list[int]] = {}
                 for pos, w in enumerate(enc.word_ids(row)):

@@ -52,6 +52,7 @@ from harness.budgets import Budgets, Profile
 from harness.compare import AVERAGE, statistic_metric
 from harness.measure.metrics import bootstrap_macro_ratio_ci, macro_ratio
 from harness.results.records import ItemOutputs, Score
+from harness.sources.corpora import Text
 from harness.sources.data import DataSource
 from harness.sources.heads import Head
 
@@ -134,10 +135,12 @@ class Suite(ABC):
     def score(self, task: Task, model: nn.Module, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         """Evaluate ``model`` on ``task``: scores with CIs, and per-item outputs."""
 
-    def train_texts(self, task: Task, data: SuiteData, config: Any) -> list[str]:
+    def train_texts(self, task: Task, data: SuiteData, config: Any) -> list[Text]:
         """The texts ``task`` fine-tunes on (never the scored ones): the ``task_train`` fit corpus of
-        adapters that build from task data. Suites without training texts keep the default, and the
-        plan refuses ``task_train`` for them."""
+        adapters that build from task data. Each is what the task's model reads as one input: a
+        sentence pair is the tuple (first, second), never the two joined, so a method can encode it
+        with its segments as the suite does (paper 004's sense dictionary). Suites without training
+        texts keep the default, and the plan refuses ``task_train`` for them."""
         raise NotImplementedError
 
     def summarize(self, scores: list[Score], ctx: SuiteContext) -> list[Score]:

@@ -50,6 +50,7 @@ from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import binary_f1, bootstrap_statistic, matthews, pearson, spearman
 from harness.results.records import ItemOutputs, Score
+from harness.sources.corpora import Text
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, statistic_items
 
@@ -280,9 +281,10 @@ class Glue(Suite):
         features = sentence_features(tokenizer, train.first, train.second, train.label, ctx.budget.max_length)
         return finetune(model, features, padding_collator(tokenizer), ctx.budget, ctx)
 
-    def train_texts(self, task: Task, data: SuiteData, config: GlueConfig) -> list[str]:
+    def train_texts(self, task: Task, data: SuiteData, config: GlueConfig) -> list[Text]:
+        """Every training sentence, or (first, second) pair as the task's model reads it."""
         train = data.splits[task.name]["train"]
-        return train.first if train.second is None else [f"{a} {b}" for a, b in zip(train.first, train.second)]
+        return list(train.first) if train.second is None else list(zip(train.first, train.second))
 
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         spec, budget = TASKS[task.name], ctx.budget

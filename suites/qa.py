@@ -29,6 +29,7 @@ from harness.errors import ConfigError
 from harness.measure.metrics import bootstrap_ci
 from harness.measure.squad import best_over_gold
 from harness.results.records import ItemOutputs, Score
+from harness.sources.corpora import Text
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
 
@@ -109,8 +110,9 @@ class QuestionAnswering(Suite):
         features = squad.training_features(tokenizer, self._training(data, ctx), b.max_length, b.stride)
         return finetune(model, features, padding_collator(tokenizer), b, ctx)
 
-    def train_texts(self, task: Task, data: SuiteData, config: QaConfig) -> list[str]:
-        return [f"{q.question} {q.context}" for q in data.splits["train"]]
+    def train_texts(self, task: Task, data: SuiteData, config: QaConfig) -> list[Text]:
+        """(question, context) pairs, the two segments the span model reads."""
+        return [(q.question, q.context) for q in data.splits["train"]]
 
     def answer(self, model, tokenizer, questions: list[squad.Question], ctx: SuiteContext) -> list[str]:
         b = ctx.budget

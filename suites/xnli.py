@@ -40,6 +40,7 @@ from harness.adapter import no_progress
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import majority_share
+from harness.sources.corpora import Text
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, score_items
 
@@ -226,14 +227,15 @@ class XNLI(Suite):
         features = sentence_features(tokenizer, train.premise, train.hypothesis, train.label, ctx.budget.max_length)
         return finetune(model, features, padding_collator(tokenizer), ctx.budget, ctx)
 
-    def train_texts(self, task: Task, data: SuiteData, config: XnliConfig) -> list[str]:
-        """Every pair the classifier may train on (MNLI for the paper profile, else the dev pairs of ``train``)."""
+    def train_texts(self, task: Task, data: SuiteData, config: XnliConfig) -> list[Text]:
+        """Every (premise, hypothesis) pair the classifier may train on (MNLI for the paper profile,
+        else the dev pairs of ``train``)."""
         if "mnli" in data.splits:
             pairs = data.splits["mnli"]
         else:
             dev = data.splits["dev"]
             pairs = dev if config.train == "dev-all" else dev.where(dev.language == "en")
-        return [f"{p} {h}" for p, h in zip(pairs.premise, pairs.hypothesis)]
+        return list(zip(pairs.premise, pairs.hypothesis))
 
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         budget, setting = ctx.budget, SETTINGS[ctx.config.train]

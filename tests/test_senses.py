@@ -40,7 +40,7 @@ def windows():
 
 @pytest.fixture(scope="module")
 def sampled(tiny_encoder, windows):
-    return senses.collect(tiny_encoder, windows, cap=6, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
+    return senses.collect(tiny_encoder, [senses.Window(w) for w in windows], cap=6, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
 
 
 def test_collect_counts_every_token_and_caps_a_uniform_sample(tiny_encoder, windows, sampled):
@@ -56,9 +56,9 @@ def test_collect_counts_every_token_and_caps_a_uniform_sample(tiny_encoder, wind
     real = np.concatenate(states)[np.concatenate(windows) == 1]
     for v in sampled.of(int(np.flatnonzero(sampled.ids == 1)[0])):
         assert np.abs(real - v.astype(np.float32)).max(axis=1).min() < 1e-2
-    again = senses.collect(tiny_encoder, windows, cap=6, vocab_size=VOCAB, pad_id=0, batch_size=3, seed=0)
+    again = senses.collect(tiny_encoder, [senses.Window(w) for w in windows], cap=6, vocab_size=VOCAB, pad_id=0, batch_size=3, seed=0)
     assert np.array_equal(again.vectors, sampled.vectors)  # the sample does not depend on batching
-    smaller = senses.collect(tiny_encoder, windows, cap=2, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
+    smaller = senses.collect(tiny_encoder, [senses.Window(w) for w in windows], cap=2, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
     assert np.array_equal(sampled.capped(2).vectors, smaller.vectors)
     assert np.array_equal(sampled.capped(2).offsets, smaller.offsets)
 
@@ -135,7 +135,7 @@ def test_one_sense_per_token_makes_vectors_static(sampled):
 def test_drop_in_on_a_causal_lm_feeds_the_lm_head(tiny_decoder):
     rng = np.random.default_rng(1)
     windows = [list(rng.integers(0, 512, size=12)) for _ in range(20)]
-    sampled = senses.collect(senses.backbone_of(tiny_decoder), windows, cap=8, vocab_size=512, pad_id=0, batch_size=4, seed=0)
+    sampled = senses.collect(senses.backbone_of(tiny_decoder), [senses.Window(w) for w in windows], cap=8, vocab_size=512, pad_id=0, batch_size=4, seed=0)
     d = senses.build(sampled, 512, k=2, clustering="kmeans")
     ids = torch.tensor([windows[0]])
     with torch.no_grad():

@@ -10,7 +10,10 @@ the run's identity and provenance, and hands them to the adapter in ``FitContext
   rest of the file is held out as scored text (the ``bpb`` suite's raw-text corpus), never fit text.
 * ``task_train``: the training texts of the suite task being run (paper 004 builds its sense
   dictionaries from the GLUE / MTEB training sets); the suite provides them
-  (:meth:`harness.suite.Suite.train_texts`), so they are part of the suite's data identity.
+  (:meth:`harness.suite.Suite.train_texts`), so they are part of the suite's data identity. A
+  sentence-pair task's texts are pairs (:data:`Text`), kept apart so that a method can encode them
+  as the task's model sees them (two segments); a method that wants running text only reads
+  :meth:`Corpus.plain`.
 * any other name with a slash: a hub dataset id (its ``train`` split, column ``text``), online only.
 
 Neither local corpus is a test set of any suite.
@@ -36,13 +39,24 @@ TASK_TRAIN = "task_train"
 _ARTICLE = re.compile(r"^ = [^=].* = $")  # a top-level heading " = Title = " starts a WikiText article
 
 
+Text = str | tuple[str, str]
+"""One fit text: a document or sentence, or a sentence pair (first, second) that the task's model
+reads as two segments (``[CLS] a [SEP] b [SEP]`` with token type ids 0 / 1 in BERT)."""
+
+
 @dataclass(frozen=True)
 class Corpus:
-    """A named fit corpus: its documents and where they came from."""
+    """A named fit corpus: its texts and where they came from. Only ``task_train`` of a pair
+    task holds pairs; the named corpora are documents."""
 
     name: str
-    texts: tuple[str, ...]
+    texts: tuple[Text, ...]
     files: dict[str, str]  # file -> sha256 prefix, or hub id -> "hub"
+
+    def plain(self) -> tuple[str, ...]:
+        """The texts as running text, a pair joined by a space: for methods that read words or
+        tokens only, not the model's segment layout."""
+        return tuple(t if isinstance(t, str) else " ".join(t) for t in self.texts)
 
 
 def source(name: str) -> DataSource:

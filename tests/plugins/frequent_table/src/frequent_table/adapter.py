@@ -66,7 +66,7 @@ class FrequentAdapter(Adapter):
             raise ConfigError(f"keep={self.config.keep} keeps the whole vocabulary of {vocab_size}; pick keep < {vocab_size}")
 
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
-        texts = fit.corpus(self.config.corpus).texts[: fit.budget.fit_texts]
+        texts = fit.corpus(self.config.corpus).plain()[: fit.budget.fit_texts]  # counts only: a pair task's pairs joined
         counts = Counter(i for ids in fit.tokenizer(list(texts), add_special_tokens=False)["input_ids"] for i in ids)
         teacher = fit.teacher.get_input_embeddings().weight.detach()   # (V, D), the unchanged table
         kept = torch.tensor([i for i, _ in counts.most_common(self.config.keep)], dtype=torch.long)
