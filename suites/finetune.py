@@ -52,6 +52,7 @@ class FinetuneBudget:
     max_length: int = 128
     eval_batch_size: int = 64
     warmup: float = 0.0  # warm-up steps, or a fraction of all steps when below 1 (transformers warmup_steps)
+    group_by_length: bool = False  # batches of similar length (less padding), drawn from shuffled blocks of 50 batches
 
 
 def sentence_features(
@@ -148,6 +149,7 @@ def finetune(model: nn.Module, train: Features, collator: Collator, budget: Fine
         weight_decay=budget.weight_decay,
         num_train_epochs=budget.epochs,
         warmup_steps=budget.warmup,
+        train_sampling_strategy="group_by_length" if budget.group_by_length else "random",
         seed=ctx.seed,
         data_seed=ctx.seed,
         save_strategy="no",

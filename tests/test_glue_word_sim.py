@@ -85,6 +85,18 @@ def test_glue_tasks_setting():
         glue.GlueConfig("sst2,mnli")
 
 
+def test_glue_budget_overrides_per_task():
+    shared = dict(train_examples=1000, eval_examples=400, epochs=1, learning_rate=1e-4, batch_size=16)
+    budget = glue.GlueBudget(**shared, tasks={"cola": {"train_examples": None, "epochs": 3}})
+    cola, sst2 = budget.for_task("cola"), budget.for_task("sst2")
+    assert (cola.train_examples, cola.epochs, cola.learning_rate) == (None, 3, 1e-4)
+    assert (sst2.train_examples, sst2.epochs) == (1000, 1)
+    with pytest.raises(ValueError, match="mnli"):
+        glue.GlueBudget(**shared, tasks={"mnli": {"epochs": 2}})
+    with pytest.raises(ValueError, match="epoch"):
+        glue.GlueBudget(**shared, tasks={"cola": {"epoch": 2}})
+
+
 def test_word_pairs_reader(tmp_path):
     path = tmp_path / "pairs.txt"
     path.write_text("tiger\tcat\t7.35\n\nbook\tpaper\t7.46\ncomputer\tkeyboard\t7.62\n")
