@@ -322,7 +322,7 @@ class SenseDictionary(nn.Module, TokenStorage):
         out = vectors.clone()
         flat_ids, flat_out = ids.reshape(-1), out.view(-1, out.shape[-1])
         positions = torch.nonzero(self.counts()[flat_ids] > 0).flatten()
-        for chunk in positions.split(SCORE_CHUNK):
+        for chunk in positions.split(SCORE_CHUNK) if len(positions) else ():  # split of an empty tensor gives one empty chunk
             logits, senses = self.scores(flat_ids[chunk], flat_out[chunk])
             best = logits.argmax(-1)
             flat_out[chunk] = senses[torch.arange(len(chunk)), best].to(out.dtype)
@@ -455,33 +455,45 @@ def sense_cross_entropy(dictionary: SenseDictionary, ids: torch.Tensor, labels: 
     return F.cross_entropy(logits, target), float((logits.argmax(-1) == target).float().mean())
 
 
-def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *, k: int, cap: int,
-                seed: int, window: int = 128, batch_size: int = 32, device: str = "cpu") -> list[np.ndarray]:
-    """Senses of whole words (paper 004 Appendix E): each occurrence of a target word in ``texts``
-    (whitespace words, matched lower-cased without surrounding punctuation) gets the mean of its
-    tokens' last-layer vectors; at most ``cap`` occurrences per word are sampled and clustered into
-    at most ``k`` senses. Returns one (k_w, D) float32 matrix per word, (0, D) when it never occurs."""
+def word_vectors(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *, cap: int,
+                 seed: int, window: int = 128, batch_size: int = 32, device: str = "cpu") -> TokenVectors:
+    """Contextual vectors of whole words (paper 004 Appendix E): each occurrence of a target word in
+    ``texts`` (whitespace words, matched lower-cased without surrounding punctuation) as the mean of
+    its tokens' last-layer vectors, a uniform sample of at most ``cap`` occurrences per word; ids
+    index ``words``. Texts are cut into chunks of ``window / 2`` words, each encoded as plain text
+    (a token belongs to the word its last character falls in), so byte-level BPE tokenizers work
+    too, and run in order of length."""
     index = {w.lower(): i for i, w in enumerate(words)}
     chunks = [ws[s:s + window // 2] for text in texts for ws in [text.split()] for s in range(0, len(ws), window // 2)]
+    chunks.sort(key=len)  # batches of similar length: little padding
     backbone = backbone_of(model).eval().to(device)
     sample = _Sample(cap, len(words), seed)
     with torch.inference_mode():
         for start in range(0, len(chunks), batch_size):
             batch = chunks[start:start + batch_size]
-            enc = tokenizer(batch, is_split_into_words=True, truncation=True, max_length=window, padding=True, return_tensors="pt")
+            enc = tokenizer([" ".join(c) for c in batch], truncation=True, max_length=window, padding=True,
+                            return_offsets_mapping=True, return_tensors="pt")
             hidden = last_hidden(backbone, Batch(enc["input_ids"].to(device), enc["attention_mask"].to(device), None)).float().cpu()
             for row, chunk in enumerate(batch):
+                starts = np.cumsum([0] + [len(w) + 1 for w in chunk[:-1]])
                 positions: dict[int, list[int]] = {}
-                for pos, w in enumerate(enc.word_ids(row)):
-                    if w is not None and chunk[w].strip(string.punctuation).lower() in index:
+                for pos, (first, last) in enumerate(enc["offset_mapping"][row].tolist()):
+                    w = int(np.searchsorted(starts, last - 1, side="right")) - 1 if last > first else -1
+                    if w >= 0 and chunk[w].strip(string.punctuation).lower() in index:
                         positions.setdefault(w, []).append(pos)
                 if positions:
                     ids = np.array([index[chunk[w].strip(string.punctuation).lower()] for w in positions])
-                    means = torch.stack([hidden[row, p].mean(0) for p in positions.values()])
-                    sample.add(ids, means.numpy())
-    found = sample.result(0)
-    dim = backbone.config.hidden_size
-    out = [np.zeros((0, dim), dtype=np.float32) for _ in words]
+                    sample.add(ids, torch.stack([hidden[row, p].mean(0) for p in positions.values()]).numpy())
+    return sample.result(0)
+
+
+def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *, k: int, cap: int,
+                seed: int, **encoding: Any) -> list[np.ndarray]:
+    """Senses of whole words (paper 004 Appendix E): the occurrences of :func:`word_vectors`
+    clustered into at most ``k`` senses by k-means. Returns one (k_w, D) float32 matrix per word,
+    (0, D) when it never occurs in ``texts``."""
+    found = word_vectors(model, tokenizer, texts, words, cap=cap, seed=seed, **encoding)
+    out = [np.zeros((0, backbone_of(model).config.hidden_size), dtype=np.float32) for _ in words]
     with fit_threads(1):  # tiny problems per token: two spinning OpenMP threads made each 100x slower on 2 busy cores
         for i, word in enumerate(found.ids):
             out[word] = token_senses(found.of(i), k, "kmeans", seed)

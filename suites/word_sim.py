@@ -17,8 +17,14 @@ taken from (``--set vectors=``):
   vectors directly, so with ``vectors=contextual`` the static table is scored as well (metric
   ``spearman_static``): the effect of the method on the table itself, beside its effect on the model.
 
+With ``vectors=contextual`` a third representation is scored (metric ``spearman_mean_context``): a
+word's mean contextual vector, the mean over its occurrences in the context sentences (below) of the
+mean of its tokens' last-layer vectors (:func:`harness.senses.word_vectors`); a word that never
+occurs there keeps its encoded-alone vector. It is the one-sense version of paper 004's word
+senses, the reference its max-over-senses score is read against.
+
 Adapters with senses (:class:`harness.adapter.WordSenses`, paper 004's ``multisense``) are scored as
-paper 004 Appendix E does: each word's senses come from its occurrences in a context corpus
+paper 004 Appendix E does (headline ``spearman``): each word's senses come from its occurrences in a context corpus
 (``--set contexts=wikitext2_train``, WikiText-2 train: Wikipedia, as the paper's 5% of English
 Wikipedia; at most the budget's ``contexts_per_word`` sentences per word, the paper's 8,000 in the
 ``paper`` profile; k = 5 senses), and a pair scores the largest dot product over their sense pairs.
@@ -42,12 +48,12 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from harness import senses
 from harness.adapter import WordSenses
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import bootstrap_statistic, spearman
 from harness.results.records import Score
-from harness.senses import max_sense_similarity
 from harness.sources import corpora
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, statistic_items
@@ -203,10 +209,7 @@ class WordSimilarity(Suite):
         index = {w: i for i, w in enumerate(words)}
         model.eval()
         static = static_vectors(model, tokenizer, words)
-        similarity, details = self._similarity(model, tokenizer, words, static, data, ctx)
-        measures = {"spearman": similarity}
-        if details["representation"] != "static":
-            measures["spearman_static"] = lambda a, b: cosine(static[a], static[b])
+        measures, details = self._similarities(model, tokenizer, words, static, data, ctx)
         scores, items = [], []
         for metric, sim in measures.items():
             groups = []
@@ -229,19 +232,29 @@ class WordSimilarity(Suite):
             return pairs
         return pairs.take(np.sort(np.random.default_rng(seed).permutation(len(pairs.gold))[:n]))
 
-    def _similarity(self, model: Any, tokenizer: Any, words: list[str], static: np.ndarray, data: SuiteData, ctx: SuiteContext):
-        """The headline similarity of word index pairs, and how it was computed."""
+    def _similarities(self, model: Any, tokenizer: Any, words: list[str], static: np.ndarray, data: SuiteData,
+                      ctx: SuiteContext) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The similarity of word index pairs per metric (the headline ``spearman`` first), and how
+        they were computed."""
+        def of(vectors: np.ndarray):
+            return lambda a, b: cosine(vectors[a], vectors[b])
+
         if ctx.config.vectors == "static":
-            return (lambda a, b: cosine(static[a], static[b])), {"representation": "static"}
-        vectors = contextual_vectors(model, tokenizer, words, ctx.budget.batch_size)
-        if not isinstance(ctx.adapter, WordSenses):
-            return (lambda a, b: cosine(vectors[a], vectors[b])), {"representation": "contextual"}
+            return {"spearman": of(static)}, {"representation": "static"}
+        alone = contextual_vectors(model, tokenizer, words, ctx.budget.batch_size)
         texts = context_sentences(data.splits["contexts"], words, ctx.budget.contexts_per_word, ctx.seed)
-        found = ctx.adapter.word_senses(model, tokenizer, texts, words, k=SENSES_PER_WORD, cap=ctx.budget.contexts_per_word, seed=ctx.seed)
-        senses = [s if len(s) else vectors[i:i + 1] for i, s in enumerate(found)]
-        facts = {"representation": "senses", "senses_per_word": SENSES_PER_WORD, "context_sentences": len(texts),
-                 "words_without_contexts": sum(1 for s in found if not len(s)), "senses": sum(len(s) for s in senses)}
-        return (lambda a, b: np.array([max_sense_similarity(senses[i], senses[j]) for i, j in zip(a, b)])), facts
+        found = senses.word_vectors(model, tokenizer, texts, words, cap=ctx.budget.contexts_per_word, seed=ctx.seed)
+        means = alone.copy()
+        for i, word in enumerate(found.ids):
+            means[word] = found.of(i).astype(np.float32).mean(0)
+        facts = {"representation": "contextual", "context_sentences": len(texts), "words_without_contexts": len(words) - len(found.ids)}
+        measures = {"spearman": of(alone), "spearman_static": of(static), "spearman_mean_context": of(means)}
+        if isinstance(ctx.adapter, WordSenses):
+            found_senses = ctx.adapter.word_senses(model, tokenizer, texts, words, k=SENSES_PER_WORD, cap=ctx.budget.contexts_per_word, seed=ctx.seed)
+            chosen = [s if len(s) else alone[i:i + 1] for i, s in enumerate(found_senses)]
+            measures["spearman"] = lambda a, b: np.array([senses.max_sense_similarity(chosen[i], chosen[j]) for i, j in zip(a, b)])
+            facts.update(representation="senses", senses_per_word=SENSES_PER_WORD, senses=sum(len(s) for s in chosen))
+        return measures, facts
 
     @staticmethod
     def _vocabulary(tokenizer: Any, words: list[str]) -> dict[str, int]:

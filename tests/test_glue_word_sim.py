@@ -135,3 +135,19 @@ def test_word_sim_table_adapter_moves_static_score(tmp_path):
         assert static[(name, "spearman")].pct_base is not None
     assert static[("word_sim", "spearman_static")].value != baseline[("word_sim", "spearman_static")].value
     assert baseline[("word_sim", "spearman")].value > 0.3          # MiniLM's contextual word vectors rank pairs well
+    assert baseline[("word_sim", "spearman_mean_context")].value > 0.3  # so do their means over context sentences
+    assert base.details["representation"] == "contextual"
+
+
+def test_word_sim_scores_senses_beside_the_static_table_and_the_mean_context(tmp_path):
+    """multisense (paper 004 Appendix E): the headline is the max dot product over word senses; the
+    static table (unchanged by the method) and the mean contextual vector are scored beside it."""
+    request = RunRequest("word_sim", "multisense", model="minilm", profile="smoke", settings=("corpus=wikitext2_train",))
+    base, method = (o.record for o in execute(request, Store(tmp_path / "r.duckdb")))
+    ours = {(s.task, s.metric): s for s in method.scores}
+    theirs = {(s.task, s.metric): s for s in base.scores}
+    assert method.details["representation"] == "senses"
+    assert method.details["senses"] > len(method.details["pairs"])
+    assert ours[("word_sim", "spearman_static")].value == theirs[("word_sim", "spearman_static")].value
+    assert ours[("word_sim", "spearman")].value > 0.3 and ours[("word_sim", "spearman")].pct_base is not None
+    assert ours[("word_sim", "spearman")].value != ours[("word_sim", "spearman_mean_context")].value

@@ -111,6 +111,7 @@ def test_drop_in_picks_the_largest_dot_product_and_feeds_the_pooler(tiny_encoder
                 assert torch.equal(chosen[b, t], plain[b, t])  # no entry: the vector is kept
             else:
                 assert torch.equal(chosen[b, t], rows[(rows @ plain[b, t]).argmax()])
+    assert torch.equal(d.choose(ids[1:, :2], plain[1:, :2]), plain[1:, :2])  # no token with an entry: all kept
     model = BertModel(tiny_encoder.config).eval()
     model.load_state_dict(tiny_encoder.state_dict())
     d.attach(model)
@@ -175,6 +176,26 @@ def test_sense_cross_entropy_is_the_papers_loss_and_trains_an_aligned_student(sa
         loss.backward()
         opt.step()
     assert agree == 1.0 and d.choose(ids, narrow.detach()).shape == (1, 4, 32)
+
+
+def test_word_vectors_read_byte_level_bpe_text(smollm2_tokenizer):
+    """A decoder's byte-level BPE (no pre-split words): a word's occurrence is the mean of the
+    tokens of ' word' in the running text, cap and all."""
+    from transformers import LlamaConfig, LlamaModel
+
+    torch.manual_seed(0)
+    model = LlamaModel(LlamaConfig(vocab_size=len(smollm2_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=1)).eval()
+    text = "The snowboarding bank opened."
+    found = senses.word_vectors(model, smollm2_tokenizer, [text, text, text], ["snowboarding", "absent"], cap=2, seed=0)
+    assert list(found.ids) == [0] and list(found.seen) == [3] and len(found.of(0)) == 2
+    ids = smollm2_tokenizer(text)["input_ids"]
+    pieces = smollm2_tokenizer(" snowboarding", add_special_tokens=False)["input_ids"]
+    at = next(i for i in range(len(ids)) if ids[i:i + len(pieces)] == pieces)
+    assert len(pieces) > 1
+    with torch.no_grad():
+        hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+    assert np.allclose(found.of(0)[0], hidden[at:at + len(pieces)].mean(0).numpy(), atol=1e-2)
 
 
 def test_word_senses_average_a_words_tokens_and_score_by_the_best_pair(minilm_ref):
