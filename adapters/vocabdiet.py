@@ -30,6 +30,9 @@ Choices where the paper is open (the authors' code ``posthoc/`` decides where it
   forms keeps 0 / 586 / 1,821 of them and gives WikiText-2 BPB 1.114 / 1.084 / 1.062 (base 1.014);
   with stage-2 distillation, probing 2,000 gave WikiText-2 1.055 but C4 1.135 (base 1.083), so
   quick probes 3,000.
+  The probe decodes, so it needs the LM head: a suite that loads the model without it (``tokenizer``,
+  which only counts bytes per token) skips it and says so in the run's details (``filter``), its map
+  being the unfiltered one.
 * Tied models (SmolLM2) keep one stored table for both sides; the input and output transformation
   vectors are still separate tables (paper: E_T and U_T), equal at the start.
 * Stage 2's teacher is the stage-1 model (paper Section 5; the authors compute it with the LoRA
@@ -271,7 +274,8 @@ class VocabDietAdapter(Adapter):
         decomp, marker = self.decomposition(tokenizer, words)
         vocab = model.get_input_embeddings().weight.shape[0]
         found = len(decomp.forms)
-        if cfg.filter:
+        probed = cfg.filter and teacher.get_output_embeddings() is not None
+        if probed:
             probe = composed_embedding(model.get_input_embeddings().weight.detach(), decomp)
             decomp = decomp.without(probe_failures(teacher, probe, tokenizer, decomp, marker, budget.probe_forms))
         if cfg.reallocate > len(decomp.forms):
@@ -291,6 +295,7 @@ class VocabDietAdapter(Adapter):
         changed = reallocation.with_new_tokens(tokenizer, new_tokens, vocab) if new_tokens else None
         details = {
             "transformations": decomp.counts(),
+            "filter": "probed" if probed else ("skipped: the suite's model has no LM head to decode with" if cfg.filter else "off"),
             "forms_found": found, "forms_removed": len(decomp.forms), "probe_failures": found - len(decomp.forms),
             "english_word_tokens": decomp.english_words,
             "freed_share_of_vocab": len(decomp.forms) / vocab,

@@ -50,7 +50,7 @@ def test_diet_frees_rows_reallocates_and_distills(small_decoder, smollm2_tokeniz
     assert 0 < d["freed_share_of_vocab"] < d["freed_share_of_english_words"] < 1
     assert diet.vocab_size == vocab - diet.freed_slots + 20
     assert len(diet.tokenizer) == vocab + 20
-    assert set(d["distill_loss"]) == {"stage1", "stage2"}
+    assert set(d["distill_loss"]) == {"stage1", "stage2"} and d["filter"] == "probed"
     model = diet.model
     assert model.get_input_embeddings().table.shape[0] == diet.vocab_size
     assert not any("lora" in name for name, _ in model.named_parameters())  # LoRA merged into the layers
@@ -60,6 +60,15 @@ def test_diet_frees_rows_reallocates_and_distills(small_decoder, smollm2_tokeniz
     ids = diet.tokenizer(text, return_tensors="pt").input_ids
     assert diet.tokenizer.decode(ids[0]) == text
     assert model(input_ids=ids).logits.shape == (1, ids.shape[1], vocab + 20)
+
+
+def test_filter_without_an_lm_head_is_skipped_and_said(small_decoder, smollm2_tokenizer, fit_texts):
+    """A suite that loads the base model (tokenizer) has no head to decode the probe with: the map
+    stays unfiltered and the details say so; with the head, the probe keeps some forms' rows."""
+    bare = _diet(copy.deepcopy(small_decoder).model, smollm2_tokenizer, fit_texts, distill="none")
+    probed = _diet(small_decoder, smollm2_tokenizer, fit_texts, distill="none")
+    assert bare.details["filter"].startswith("skipped") and bare.details["probe_failures"] == 0
+    assert probed.details["filter"] == "probed" and probed.details["forms_found"] == bare.details["forms_found"]
 
 
 def test_generation_produces_composed_forms(small_decoder, smollm2_tokenizer, fit_texts):
