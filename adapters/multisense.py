@@ -33,7 +33,6 @@ Choices where the paper is silent:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from torch import nn
@@ -69,11 +68,10 @@ class MultisenseAdapter(Adapter):
         dictionary.attach(model)
         return Compressed(model.eval(), details={"clustering": self.config.clustering, **facts})
 
-    def word_senses(self, model: nn.Module, tokenizer, texts: Sequence[str], words: Sequence[str], *,
-                    k: int = 5, cap: int = 8000, seed: int = 0) -> list[np.ndarray]:
+    def word_senses(self, occurrences: senses.TokenVectors, words: int, dim: int, *, k: int = 5, seed: int = 0) -> list[np.ndarray]:
         """Paper 004 Appendix E: senses of whole words, one (k_w, D) matrix per word (k_w <= k;
-        empty when the word never occurs in ``texts``). A word's vector in a context is the mean of
-        its tokens' last-layer vectors; at most ``cap`` contexts per word, clustered by k-means.
-        A suite scores a pair by the maximum dot product over their senses
-        (:func:`harness.senses.max_sense_similarity`)."""
-        return senses.word_senses(model, tokenizer, texts, words, k=k, cap=cap, seed=seed)
+        empty for a word without occurrences), k-means over each word's contextual occurrences
+        (:func:`harness.senses.word_vectors`: a word's vector in a context is the mean of its
+        tokens' last-layer vectors). A suite scores a pair by the maximum dot product over their
+        senses (:func:`harness.senses.max_sense_similarity`)."""
+        return senses.cluster_words(occurrences, words, dim, k=k, seed=seed)

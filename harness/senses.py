@@ -490,10 +490,15 @@ def word_vectors(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: 
 def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *, k: int, cap: int,
                 seed: int, **encoding: Any) -> list[np.ndarray]:
     """Senses of whole words (paper 004 Appendix E): the occurrences of :func:`word_vectors`
-    clustered into at most ``k`` senses by k-means. Returns one (k_w, D) float32 matrix per word,
-    (0, D) when it never occurs in ``texts``."""
+    clustered by :func:`cluster_words`."""
     found = word_vectors(model, tokenizer, texts, words, cap=cap, seed=seed, **encoding)
-    out = [np.zeros((0, backbone_of(model).config.hidden_size), dtype=np.float32) for _ in words]
+    return cluster_words(found, len(words), backbone_of(model).config.hidden_size, k=k, seed=seed)
+
+
+def cluster_words(found: TokenVectors, words: int, dim: int, *, k: int, seed: int) -> list[np.ndarray]:
+    """Each word's occurrences clustered into at most ``k`` senses by k-means: one (k_w, ``dim``)
+    float32 matrix per word id below ``words``, (0, ``dim``) for a word without occurrences."""
+    out = [np.zeros((0, dim), dtype=np.float32) for _ in range(words)]
     with fit_threads(1):  # tiny problems per token: two spinning OpenMP threads made each 100x slower on 2 busy cores
         for i, word in enumerate(found.ids):
             out[word] = token_senses(found.of(i), k, "kmeans", seed)

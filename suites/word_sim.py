@@ -250,7 +250,7 @@ class WordSimilarity(Suite):
         facts = {"representation": "contextual", "context_sentences": len(texts), "words_without_contexts": len(words) - len(found.ids)}
         measures = {"spearman": of(alone), "spearman_static": of(static), "spearman_mean_context": of(means)}
         if isinstance(ctx.adapter, WordSenses):
-            found_senses = ctx.adapter.word_senses(model, tokenizer, texts, words, k=SENSES_PER_WORD, cap=ctx.budget.contexts_per_word, seed=ctx.seed)
+            found_senses = ctx.adapter.word_senses(found, len(words), alone.shape[1], k=SENSES_PER_WORD, seed=ctx.seed)
             chosen = [s if len(s) else alone[i:i + 1] for i, s in enumerate(found_senses)]
             measures["spearman"] = lambda a, b: np.array([senses.max_sense_similarity(chosen[i], chosen[j]) for i, j in zip(a, b)])
             facts.update(representation="senses", senses_per_word=SENSES_PER_WORD, senses=sum(len(s) for s in chosen))
