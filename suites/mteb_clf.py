@@ -1,11 +1,15 @@
 """MTEB classification on local data: Banking77 and TweetEval sentiment, through ``mteb.evaluate``.
 
 Protocol (MTEB's ``AbsTaskClassification``): embed train and test texts with the frozen
-(compressed) encoder, mean-pooled (``suites/mteb_encoder.py``); fit a logistic regression on the
+(compressed) model, mean-pooled (``suites/mteb_encoder.py``); fit a logistic regression on the
 training embeddings; accuracy on test (``Score.setting`` ``linear-probe``: the encoder is not trained). MTEB's defaults (8 examples per label, 10 experiments) use
 very little of the training data, so the budget sets ``samples_per_label`` to the largest label
 count (all training data) and one experiment, except on smoke. ``cache=None``: MTEB's default
 result cache would silently return an earlier model's scores.
+
+Decoders (SmolLM2) embed by the same mean over their causal last hidden states (padded on the right, so a
+text's states do not depend on its batch). Paper 004 first made Llama bidirectional with LLM2Vec,
+which is not available offline (its Limitation 2 names the causal states as the alternative).
 
 Data on hand: Banking77 train/test (77 intents); TweetEval sentiment has no train split here, so
 its validation split (2,000 tweets) is the training data and test is evaluated.
@@ -139,8 +143,8 @@ TWEETEVAL = DataSource(
 
 class MtebClassification(Suite):
     name = "mteb_clf"
-    description = "MTEB classification (mteb.evaluate, frozen mean-pooled encoder + logistic regression): Banking77, TweetEval sentiment"
-    kinds = ("encoder",)
+    description = "MTEB classification (mteb.evaluate, frozen mean-pooled model + logistic regression): Banking77, TweetEval sentiment"
+    kinds = ("encoder", "decoder")
     default_model = "minilm"
     config_class = MtebClfConfig
     budgets = BUDGETS

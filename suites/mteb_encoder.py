@@ -1,4 +1,4 @@
-"""Any (compressed) transformers encoder as an MTEB model: mean pooling over the last hidden states.
+"""Any (compressed) transformers encoder or decoder as an MTEB model: mean pooling over the last hidden states.
 
 MTEB needs an ``AbsEncoder`` that carries ``mteb_model_meta``; without it ``mteb.evaluate`` fails
 with a misleading NotImplementedError. The meta names the run, not the base checkpoint: its
@@ -49,7 +49,8 @@ class CompressedEncoder(AbsEncoder):
         self.model.eval().to(self.device)
         batches = []
         for batch in inputs:
-            enc = self.tokenizer(batch["text"], padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+            enc = self.tokenizer(batch["text"], padding=True, padding_side="right",  # left padding would shift the positions of a GPT-2-style decoder
+                                 truncation=True, max_length=self.max_length, return_tensors="pt")
             enc = {k: v.to(self.device) for k, v in enc.items()}
             hidden = self.model(**enc).last_hidden_state
             batches.append(mean_pool(hidden, enc["attention_mask"]).float().cpu().numpy())

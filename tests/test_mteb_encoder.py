@@ -40,3 +40,17 @@ def test_wrapper_is_an_encoder_with_the_compressed_counts():
 def test_mean_pool_ignores_padding():
     hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])
     assert mean_pool(hidden, torch.tensor([[1, 1, 0]])).tolist() == [[2.0, 3.0]]
+
+
+def test_a_decoder_embeds_a_text_the_same_alone_or_padded_in_a_batch():
+    """mteb_clf takes decoders (paper 004's MTEB side): SmolLM2's causal states, mean-pooled over the
+    real tokens, do not depend on the padding its batch adds."""
+    model, tokenizer = models.load(models.resolve("smollm2"), Head("base"))
+    encoder = CompressedEncoder(model, tokenizer, model_meta("smollm2", "r", model, max_tokens=64), "cpu", max_length=64)
+    texts = ["card still not here", "the exchange rate I was charged for my last card payment seems wrong"]
+    together = encoder.encode([{"text": texts}], task_metadata=Banking77Local.metadata, hf_split="test", hf_subset="default")
+    alone = encoder.encode([{"text": texts[:1]}], task_metadata=Banking77Local.metadata, hf_split="test", hf_subset="default")
+    assert together.shape == (2, 576)
+    assert len(tokenizer(texts[0])["input_ids"]) < len(tokenizer(texts[1])["input_ids"])  # the first text is padded
+    np.testing.assert_allclose(together[0], alone[0], atol=1e-4)
+    assert not np.allclose(together[0], together[1], atol=1e-2)
