@@ -27,12 +27,14 @@ Choices where the paper is silent:
   004 Limitation 2 names the causal states as the alternative).
 * Word similarity (paper 004 Appendix E) needs senses of whole words, not tokens:
   :meth:`MultisenseAdapter.word_senses` gives them for a word-similarity suite to score by the
-  maximum dot product over sense pairs.
+  maximum dot product over sense pairs, clustered from the model's own vectors (the token drop-in
+  suspended), as the paper builds its word-level dictionary from the encoder's last layer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 from torch import nn
@@ -68,10 +70,14 @@ class MultisenseAdapter(Adapter):
         dictionary.attach(model)
         return Compressed(model.eval(), details={"clustering": self.config.clustering, **facts})
 
-    def word_senses(self, occurrences: senses.TokenVectors, words: int, dim: int, *, k: int = 5, seed: int = 0) -> list[np.ndarray]:
+    def word_senses(self, model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *,
+                    k: int = 5, cap: int = 1000, seed: int = 0) -> list[np.ndarray]:
         """Paper 004 Appendix E: senses of whole words, one (k_w, D) matrix per word (k_w <= k;
-        empty for a word without occurrences), k-means over each word's contextual occurrences
-        (:func:`harness.senses.word_vectors`: a word's vector in a context is the mean of its
-        tokens' last-layer vectors). A suite scores a pair by the maximum dot product over their
-        senses (:func:`harness.senses.max_sense_similarity`)."""
-        return senses.cluster_words(occurrences, words, dim, k=k, seed=seed)
+        empty for a word without occurrences): k-means over each word's contextual occurrences in
+        ``texts`` (:func:`harness.senses.word_senses`: a word's vector in a context is the mean of its
+        tokens' last-layer vectors). The vectors are the model's own, read with the token drop-in
+        suspended: the paper builds the word-level dictionary from the encoder's last hidden layer,
+        not from token senses. A suite scores a pair by the maximum dot product over their senses
+        (:func:`harness.senses.max_sense_similarity`)."""
+        with model.sense_dictionary.suspended():
+            return senses.word_senses(model, tokenizer, texts, words, k=k, cap=cap, seed=seed)

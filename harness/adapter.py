@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, ClassVar, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import torch
@@ -24,9 +24,6 @@ from harness.budgets import Budgets
 from harness.errors import ConfigError
 from harness.results.records import CompressionReport, EmbeddingFootprint
 from harness.sources.corpora import Corpus
-
-if TYPE_CHECKING:
-    from harness.senses import TokenVectors
 
 ProgressFn = Callable[[str, int, int], None]
 """``progress(label, done, total)``: how adapters and suites report progress."""
@@ -266,13 +263,14 @@ class WordSenses(Protocol):
     """An optional adapter method for methods with senses (paper 004 Appendix E); a suite that
     scores words (``word_sim``) uses it when the run's adapter has it.
 
-    The suite gathers each word's contextual occurrences in the model as the adapter returned it
-    (:func:`harness.senses.word_vectors`: ids index the suite's word list, at most ``cap`` a word)
-    and hands them over; ``word_senses(occurrences, words, dim, k=..., seed=...)`` returns one
-    ``(k_w, D)`` float array per word: at most ``k`` senses drawn from its occurrences, ``(0, D)``
-    when it has none. The suite scores a word pair by the largest dot product over their senses
-    (:func:`harness.senses.max_sense_similarity`). ``MultisenseAdapter.word_senses`` is the
-    implementation on hand.
+    ``word_senses(model, tokenizer, texts, words, k=..., cap=..., seed=...)`` returns one ``(k_w, D)``
+    float array per word of ``words``: at most ``k`` senses drawn from at most ``cap`` of the word's
+    occurrences in ``texts``, ``(0, D)`` when it has none. ``model`` is the model as the adapter
+    returned it; the method reads the contextual vectors its senses come from (paper 004: the
+    encoder's last hidden layer, before any drop-in). The suite scores a word pair by the largest
+    dot product over their senses (:func:`harness.senses.max_sense_similarity`).
+    ``MultisenseAdapter.word_senses`` is the implementation on hand.
     """
 
-    def word_senses(self, occurrences: TokenVectors, words: int, dim: int, *, k: int, seed: int) -> list[np.ndarray]: ...
+    def word_senses(self, model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *,
+                    k: int, cap: int, seed: int) -> list[np.ndarray]: ...

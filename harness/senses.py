@@ -291,6 +291,17 @@ class SenseDictionary(nn.Module, TokenStorage):
         self.register_buffer("offsets", offsets.to(torch.int64))
         self.register_buffer("senses", senses)
         self.align = align
+        self.active = True  # False while suspended(): the hook passes the model's own vectors through
+
+    @contextlib.contextmanager
+    def suspended(self):
+        """The attached model without the drop-in: its own last-layer vectors, for what paper 004
+        builds from them (the word-level dictionary, Appendix E)."""
+        self.active = False
+        try:
+            yield
+        finally:
+            self.active = True
 
     @property
     def dim(self) -> int:
@@ -340,6 +351,8 @@ class SenseDictionary(nn.Module, TokenStorage):
         backbone_of(model).register_forward_hook(self._swap, with_kwargs=True)
 
     def _swap(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
+        if not self.active:
+            return output
         ids = kwargs.get("input_ids", args[0] if args else None)
         if ids is None:
             raise ValueError("the sense drop-in needs input_ids (it looks senses up by token id), not inputs_embeds")

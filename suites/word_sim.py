@@ -27,7 +27,10 @@ Adapters with senses (:class:`harness.adapter.WordSenses`, paper 004's ``multise
 paper 004 Appendix E does (headline ``spearman``): each word's senses come from its occurrences in a context corpus
 (``--set contexts=wikitext2_train``, WikiText-2 train: Wikipedia, as the paper's 5% of English
 Wikipedia; at most the budget's ``contexts_per_word`` sentences per word, the paper's 8,000 in the
-``paper`` profile; k = 5 senses), and a pair scores the largest dot product over their sense pairs.
+``paper`` profile; k = 5 senses), read by the adapter from the model's own last layer (a token
+drop-in suspended, as the paper's word-level dictionary is built from the encoder), and a pair
+scores the largest dot product over their sense pairs. The run's ``spearman_mean_context`` reads
+the same sentences through the model as the adapter returned it (with its drop-in).
 A word that never occurs in the contexts gets its contextual vector as its one sense, so every pair
 is scored (the count is in the details).
 
@@ -250,7 +253,8 @@ class WordSimilarity(Suite):
         facts = {"representation": "contextual", "context_sentences": len(texts), "words_without_contexts": len(words) - len(found.ids)}
         measures = {"spearman": of(alone), "spearman_static": of(static), "spearman_mean_context": of(means)}
         if isinstance(ctx.adapter, WordSenses):
-            found_senses = ctx.adapter.word_senses(found, len(words), alone.shape[1], k=SENSES_PER_WORD, seed=ctx.seed)
+            found_senses = ctx.adapter.word_senses(model, tokenizer, texts, words, k=SENSES_PER_WORD,
+                                                   cap=ctx.budget.contexts_per_word, seed=ctx.seed)
             chosen = [s if len(s) else alone[i:i + 1] for i, s in enumerate(found_senses)]
             measures["spearman"] = lambda a, b: np.array([senses.max_sense_similarity(chosen[i], chosen[j]) for i, j in zip(a, b)])
             facts.update(representation="senses", senses_per_word=SENSES_PER_WORD, senses=sum(len(s) for s in chosen))

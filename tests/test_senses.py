@@ -214,3 +214,27 @@ def test_word_senses_average_a_words_tokens_and_score_by_the_best_pair(minilm_re
     assert np.allclose(found[1][0], hidden[pieces].mean(0).numpy(), atol=1e-2)
     assert senses.max_sense_similarity(found[0], found[1]) == pytest.approx(float((found[0] @ found[1].T).max()))
     assert np.isnan(senses.max_sense_similarity(found[0], found[2]))
+
+
+def test_multisense_word_senses_come_from_the_models_own_vectors(minilm_ref):
+    """Paper 004 Appendix E builds the word-level dictionary from the encoder's last layer: the
+    adapter reads it with its token drop-in suspended, and the drop-in is back on afterwards."""
+    from harness.adapters.multisense import MultisenseAdapter, MultisenseConfig
+    from transformers import AutoModel, AutoTokenizer
+
+    from harness.adapter import FitContext
+    from harness.sources.corpora import Corpus
+
+    tokenizer, model = AutoTokenizer.from_pretrained(minilm_ref.location), AutoModel.from_pretrained(minilm_ref.location)
+    texts = ["The river bank was muddy.", "She paid the bank in cash.", "The bank of the river flooded."]
+    words = ["bank", "river", "cash"]
+    own = senses.word_senses(model, tokenizer, texts, words, k=2, cap=10, seed=0)
+    fit_text = ("A bank is a place for money. The river ran past the old mill, and cash was short.",) * 3
+    adapter = MultisenseAdapter(MultisenseConfig(k=1, corpus="wikitext2_train"))  # one sense a token: the drop-in moves every vector
+    fit = FitContext(seed=0, tokenizer=tokenizer, corpora={"wikitext2_train": Corpus("wikitext2_train", fit_text, {})},
+                     budget=senses.SenseBudget(fit_tokens=None, window=32, batch_size=4))
+    dropped = adapter.apply(model, fit).model
+    for a, b in zip(own, adapter.word_senses(dropped, tokenizer, texts, words, k=2, cap=10, seed=0), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    through_drop_in = senses.word_senses(dropped, tokenizer, texts, words, k=2, cap=10, seed=0)
+    assert not np.allclose(own[0], through_drop_in[0], atol=1e-2)
