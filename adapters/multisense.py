@@ -72,12 +72,12 @@ class MultisenseAdapter(Adapter):
 
     def word_senses(self, model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *,
                     k: int = 5, cap: int = 1000, seed: int = 0) -> list[np.ndarray]:
-        """Paper 004 Appendix E: senses of whole words, one (k_w, D) matrix per word (k_w <= k;
-        empty for a word without occurrences): k-means over each word's contextual occurrences in
-        ``texts`` (:func:`harness.senses.word_senses`: a word's vector in a context is the mean of its
-        tokens' last-layer vectors). The vectors are the model's own, read with the token drop-in
-        suspended: the paper builds the word-level dictionary from the encoder's last hidden layer,
-        not from token senses. A suite scores a pair by the maximum dot product over their senses
+        """Paper 004 Appendix E: senses of whole words, one (k_w, D) matrix per word (k_w <= k; for a
+        word without occurrences, its vector encoded alone): k-means over each word's contextual
+        occurrences in ``texts`` (:func:`harness.senses.word_senses`: a word's vector in a context is
+        the mean of its tokens' last-layer vectors). The vectors are the model's own, read with the
+        token drop-in suspended: the paper builds the word-level dictionary from the encoder's last
+        hidden layer, not from token senses. A suite scores a pair by the maximum dot product over their senses
         (:func:`harness.senses.max_sense_similarity`)."""
         with model.sense_dictionary.suspended():
             return senses.word_senses(model, tokenizer, texts, words, k=k, cap=cap, seed=seed)

@@ -265,7 +265,8 @@ class WordSenses(Protocol):
 
     ``word_senses(model, tokenizer, texts, words, k=..., cap=..., seed=...)`` returns one ``(k_w, D)``
     float array per word of ``words``: at most ``k`` senses drawn from at most ``cap`` of the word's
-    occurrences in ``texts``, ``(0, D)`` when it has none. ``model`` is the model as the adapter
+    occurrences in ``texts``; a word without occurrences gets one sense, its vector encoded alone from
+    the same layer (:func:`harness.senses.word_senses` does both). ``model`` is the model as the adapter
     returned it; the method reads the contextual vectors its senses come from (paper 004: the
     encoder's last hidden layer, before any drop-in). The suite scores a word pair by the largest
     dot product over their senses (:func:`harness.senses.max_sense_similarity`).

@@ -503,9 +503,28 @@ def word_vectors(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: 
 def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *, k: int, cap: int,
                 seed: int, **encoding: Any) -> list[np.ndarray]:
     """Senses of whole words (paper 004 Appendix E): the occurrences of :func:`word_vectors`
-    clustered by :func:`cluster_words`."""
+    clustered by :func:`cluster_words`; a word without occurrences gets its vector encoded alone
+    (:func:`alone_vectors`, same model and layer) as its one sense, so every word has one."""
     found = word_vectors(model, tokenizer, texts, words, cap=cap, seed=seed, **encoding)
-    return cluster_words(found, len(words), backbone_of(model).config.hidden_size, k=k, seed=seed)
+    out = cluster_words(found, len(words), backbone_of(model).config.hidden_size, k=k, seed=seed)
+    missing = [i for i, s in enumerate(out) if not len(s)]
+    if missing:
+        for i, vector in zip(missing, alone_vectors(model, tokenizer, [words[i] for i in missing])):
+            out[i] = vector[None]
+    return out
+
+
+@torch.inference_mode()
+def alone_vectors(model: nn.Module, tokenizer: Any, words: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    """(W, D) mean of each word's sub-token vectors in the last hidden layer, the word encoded alone
+    (with the model's special tokens, which are left out of the mean)."""
+    backbone, out = backbone_of(model), []
+    for start in range(0, len(words), batch_size):
+        enc = tokenizer(list(words[start:start + batch_size]), padding=True, return_special_tokens_mask=True, return_tensors="pt")
+        keep = (enc["attention_mask"] * (1 - enc["special_tokens_mask"])).unsqueeze(-1).float()
+        hidden = backbone(input_ids=enc["input_ids"].to(backbone.device), attention_mask=enc["attention_mask"].to(backbone.device)).last_hidden_state
+        out.append(((hidden.float().cpu() * keep).sum(1) / keep.sum(1).clamp(min=1.0)).numpy())
+    return np.concatenate(out)
 
 
 def cluster_words(found: TokenVectors, words: int, dim: int, *, k: int, seed: int) -> list[np.ndarray]:

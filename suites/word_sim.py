@@ -31,8 +31,8 @@ Wikipedia; at most the budget's ``contexts_per_word`` sentences per word, the pa
 drop-in suspended, as the paper's word-level dictionary is built from the encoder), and a pair
 scores the largest dot product over their sense pairs. The run's ``spearman_mean_context`` reads
 the same sentences through the model as the adapter returned it (with its drop-in).
-A word that never occurs in the contexts gets its contextual vector as its one sense, so every pair
-is scored (the count is in the details).
+A word that never occurs in the contexts gets its vector encoded alone, from the same layer, as its
+one sense, so every pair is scored (the count is in the details).
 
 Out-of-vocabulary words: the tokenizers here are sub-word tokenizers, so every word has a vector
 (a rare word is the mean of its pieces; the details count words split into several pieces and
@@ -167,18 +167,6 @@ def static_vectors(model: Any, tokenizer: Any, words: list[str]) -> np.ndarray:
     return (sums / torch.bincount(owner, minlength=len(words))[:, None]).numpy()
 
 
-@torch.inference_mode()
-def contextual_vectors(model: Any, tokenizer: Any, words: list[str], batch_size: int) -> np.ndarray:
-    """(W, D) mean of each word's sub-token vectors in the last hidden layer, the word encoded alone."""
-    out = []
-    for start in range(0, len(words), batch_size):
-        enc = tokenizer(words[start:start + batch_size], padding=True, return_special_tokens_mask=True, return_tensors="pt")
-        keep = (enc["attention_mask"] * (1 - enc["special_tokens_mask"])).unsqueeze(-1).float()
-        hidden = model(input_ids=enc["input_ids"].to(model.device), attention_mask=enc["attention_mask"].to(model.device)).last_hidden_state
-        out.append(((hidden.float().cpu() * keep).sum(1) / keep.sum(1).clamp(min=1.0)).numpy())
-    return np.concatenate(out)
-
-
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise cosine of two (n, D) arrays."""
     return np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
@@ -244,7 +232,7 @@ class WordSimilarity(Suite):
 
         if ctx.config.vectors == "static":
             return {"spearman": of(static)}, {"representation": "static"}
-        alone = contextual_vectors(model, tokenizer, words, ctx.budget.batch_size)
+        alone = senses.alone_vectors(model, tokenizer, words, ctx.budget.batch_size)
         texts = context_sentences(data.splits["contexts"], words, ctx.budget.contexts_per_word, ctx.seed)
         found = senses.word_vectors(model, tokenizer, texts, words, cap=ctx.budget.contexts_per_word, seed=ctx.seed)
         means = alone.copy()
@@ -255,9 +243,8 @@ class WordSimilarity(Suite):
         if isinstance(ctx.adapter, WordSenses):
             found_senses = ctx.adapter.word_senses(model, tokenizer, texts, words, k=SENSES_PER_WORD,
                                                    cap=ctx.budget.contexts_per_word, seed=ctx.seed)
-            chosen = [s if len(s) else alone[i:i + 1] for i, s in enumerate(found_senses)]
-            measures["spearman"] = lambda a, b: np.array([senses.max_sense_similarity(chosen[i], chosen[j]) for i, j in zip(a, b)])
-            facts.update(representation="senses", senses_per_word=SENSES_PER_WORD, senses=sum(len(s) for s in chosen))
+            measures["spearman"] = lambda a, b: np.array([senses.max_sense_similarity(found_senses[i], found_senses[j]) for i, j in zip(a, b)])
+            facts.update(representation="senses", senses_per_word=SENSES_PER_WORD, senses=sum(len(s) for s in found_senses))
         return measures, facts
 
     @staticmethod

@@ -205,7 +205,8 @@ def test_word_senses_average_a_words_tokens_and_score_by_the_best_pair(minilm_re
     texts = ["The river bank was muddy.", "She paid the bank, (the loan) in cash.", "Snowboarding is fun. A BANK!"]
     words = ["bank", "snowboarding", "absent"]
     found = senses.word_senses(model, tokenizer, texts, words, k=2, cap=10, seed=0)
-    assert [len(s) for s in found] == [2, 1, 0]
+    assert [len(s) for s in found] == [2, 1, 1]
+    np.testing.assert_allclose(found[2], senses.alone_vectors(model, tokenizer, ["absent"]), atol=1e-5)  # no occurrence: the word alone
     enc = tokenizer(["Snowboarding", "is", "fun.", "A", "BANK!"], is_split_into_words=True, return_tensors="pt")
     with torch.no_grad():
         hidden = model(**enc).last_hidden_state[0]
@@ -213,7 +214,7 @@ def test_word_senses_average_a_words_tokens_and_score_by_the_best_pair(minilm_re
     assert len(pieces) > 1  # a word of several word pieces: its vector is their mean
     assert np.allclose(found[1][0], hidden[pieces].mean(0).numpy(), atol=1e-2)
     assert senses.max_sense_similarity(found[0], found[1]) == pytest.approx(float((found[0] @ found[1].T).max()))
-    assert np.isnan(senses.max_sense_similarity(found[0], found[2]))
+    assert np.isnan(senses.max_sense_similarity(found[0], found[2][:0]))
 
 
 def test_multisense_word_senses_come_from_the_models_own_vectors(minilm_ref):
@@ -227,7 +228,7 @@ def test_multisense_word_senses_come_from_the_models_own_vectors(minilm_ref):
 
     tokenizer, model = AutoTokenizer.from_pretrained(minilm_ref.location), AutoModel.from_pretrained(minilm_ref.location)
     texts = ["The river bank was muddy.", "She paid the bank in cash.", "The bank of the river flooded."]
-    words = ["bank", "river", "cash"]
+    words = ["bank", "river", "cash", "absent"]  # "absent": its one sense is the word encoded alone, also read without the drop-in
     own = senses.word_senses(model, tokenizer, texts, words, k=2, cap=10, seed=0)
     fit_text = ("A bank is a place for money. The river ran past the old mill, and cash was short.",) * 3
     adapter = MultisenseAdapter(MultisenseConfig(k=1, corpus="wikitext2_train"))  # one sense a token: the drop-in moves every vector
