@@ -4,7 +4,7 @@ For each score of the run, the per-item outputs behind it (:class:`~harness.resu
 one per language, or all languages of the task for the ``avg`` row) are matched with the baseline's
 by item id, and the paired statistics of :mod:`harness.measure.paired` are computed on the items
 both runs scored. Items named ``<metric>@<statistic>`` (:func:`statistic_metric`, ``statistic`` a key
-of :data:`harness.measure.paired.STATISTICS`) back a corpus-level score (Spearman, MCC, macro F1):
+of :data:`harness.measure.metrics.STATISTICS`) back a corpus-level score (Spearman, MCC, macro F1):
 their values are predictions and their gold the gold values, and the paired bootstrap recomputes the
 statistic; all other items are the ratio of sums ``sum(values) / sum(weights)``. The chance-adjusted
 %Base and the "baseline above chance" flag need only the two scores. The baseline run is compared
@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from harness.measure import paired
-from harness.measure.metrics import chance_adjusted_pct_base, macro_ratio
+from harness.measure.metrics import STATISTICS, chance_adjusted_pct_base, macro_ratio
 from harness.results.records import Comparison, ItemOutputs, Score
 
 AVERAGE = "avg"  # the language of a macro average over a task's languages
@@ -33,8 +33,8 @@ STATISTIC = "@"  # joins a score's metric and the corpus statistic its items are
 
 def statistic_metric(metric: str, statistic: str) -> str:
     """The item metric of a corpus-level score: ``spearman@spearman``, ``f1@macro_f1``, ``f1@binary_f1``."""
-    if statistic not in paired.STATISTICS:
-        raise ValueError(f"unknown statistic {statistic!r}; known: {', '.join(paired.STATISTICS)}")
+    if statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r}; known: {', '.join(STATISTICS)}")
     return f"{metric}{STATISTIC}{statistic}"
 
 
@@ -59,7 +59,7 @@ def value_of(items: Sequence[ItemOutputs]) -> float:
     groups = [_take(i, list(range(len(i.ids)))) for i in items]
     statistic = split_metric(items[0].metric)[1]
     if statistic:
-        return float(np.mean([paired.STATISTICS[statistic](p[None], g[None])[0] for p, g in groups]))
+        return float(np.mean([STATISTICS[statistic](p[None], g[None])[0] for p, g in groups]))
     return macro_ratio(groups)
 
 

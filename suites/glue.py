@@ -49,7 +49,7 @@ from harness.suites.finetune import FinetuneBudget, finetune, padding_collator, 
 
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
-from harness.measure.metrics import binary_f1, bootstrap_statistic, matthews, pearson, spearman
+from harness.measure.metrics import binary_f1, bootstrap_ci, bootstrap_statistic, matthews, pearson, spearman
 from harness.results.records import ItemOutputs, Score
 from harness.sources.corpora import Text
 from harness.sources.data import DataSource, local_or_hub
@@ -325,7 +325,8 @@ class Glue(Suite):
         rng = np.random.default_rng(ctx.seed)
         scores = []
         for metric in spec.metrics:
-            low, high = bootstrap_statistic(METRICS[metric], [(pred, dev.label)], rng)
+            low, high = (bootstrap_ci([pred == dev.label], rng) if metric == "accuracy" else
+                         bootstrap_statistic(STATISTICS[metric], [(pred, dev.label)], rng))
             chance = chance_level(metric, dev.label) if spec.labels else 0.0
             scores.append(Score(task.name, "en", spec.eval_split, metric, METRICS[metric](pred, dev.label), low, high, n=len(dev),
                                 chance=chance, setting=SETTING))

@@ -206,12 +206,12 @@ class WordSimilarity(Suite):
             groups = []
             for name, pairs in sets.items():
                 values = sim(np.array([index[w] for w in pairs.first]), np.array([index[w] for w in pairs.second]))
-                low, high = bootstrap_statistic(spearman, [(values, pairs.gold)], rng)
+                low, high = bootstrap_statistic("spearman", [(values, pairs.gold)], rng)
                 scores.append(Score(name, "en", "all", metric, spearman(values, pairs.gold), low, high, n=len(values), chance=0.0, setting=SETTING))
                 items += [statistic_items(task, language, "all", metric, "spearman", pairs.lines, values, pairs.gold)
                           for task, language in ((name, "en"), ("word_sim", name))]  # the set's score; the average's group
                 groups.append((values, pairs.gold))
-            low, high = bootstrap_statistic(spearman, groups, rng)
+            low, high = bootstrap_statistic("spearman", groups, rng)
             value = float(np.mean([s.value for s in scores if s.metric == metric]))
             scores.append(Score("word_sim", "avg", "all", metric, value, low, high, n=sum(len(g[0]) for g in groups), chance=0.0, setting=SETTING))
         details.update(self._vocabulary(tokenizer, words), pairs={n: len(s.gold) for n, s in sets.items()}, pairs_skipped=0)

@@ -42,10 +42,13 @@ def test_bootstrap_statistic_brackets_and_averages_groups():
     rng = np.random.default_rng(0)
     x = rng.normal(size=200)
     y = x + rng.normal(size=200)
-    low, high = bootstrap_statistic(spearman, [(x, y)], np.random.default_rng(1))
+    low, high = bootstrap_statistic("spearman", [(x, y)], np.random.default_rng(1))
     assert low < spearman(x, y) < high and high - low < 0.3
+    # vectorised over replicates, it is scipy's spearmanr on the same draws
+    brute = [spearman(x[row], y[row]) for row in np.random.default_rng(1).integers(0, 200, size=(1000, 200))]
+    assert (low, high) == pytest.approx(tuple(np.quantile(brute, [0.025, 0.975])))
     # the mean over two groups: a perfect group and a noisy one sit around their average
-    low2, high2 = bootstrap_statistic(spearman, [(x, x), (x, y)], np.random.default_rng(1))
+    low2, high2 = bootstrap_statistic("spearman", [(x, x), (x, y)], np.random.default_rng(1))
     assert low2 == pytest.approx((1 + low) / 2, abs=0.03) and high2 == pytest.approx((1 + high) / 2, abs=0.03)
 
 

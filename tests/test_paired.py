@@ -10,8 +10,8 @@ import pytest
 from scipy.stats import binomtest
 
 from harness.compare import compare, value_of
-from harness.measure.metrics import chance_adjusted_pct_base, majority_share, mean_sd
-from harness.measure.paired import STATISTICS, agreement, flip_rate, mcnemar_p, paired_bootstrap, paired_statistic_bootstrap
+from harness.measure.metrics import STATISTICS, chance_adjusted_pct_base, majority_share, mean_sd
+from harness.measure.paired import agreement, flip_rate, mcnemar_p, paired_bootstrap, paired_statistic_bootstrap
 from harness.results.records import ItemOutputs, Score
 from harness.suite import statistic_items
 

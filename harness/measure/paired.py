@@ -8,20 +8,20 @@ method's and the baseline's arrays side by side) and recomputes both scores, rat
 point estimate (bits per byte: the drawn documents' bits over their bytes, for each model).
 
 Corpus-level statistics that are no ratio of sums (Spearman, Pearson, MCC, binary and macro F1) are
-named in :data:`STATISTICS`; their items hold each item's prediction and gold as numbers, and
-:func:`paired_statistic_bootstrap` draws items jointly for both runs and recomputes the statistic on
-each side (vectorised over the replicates).
+named in :data:`harness.measure.metrics.STATISTICS`; their items hold each item's prediction and
+gold as numbers, and :func:`paired_statistic_bootstrap` draws items jointly for both runs and
+recomputes the statistic on each side (vectorised over the replicates).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
-from scipy.stats import binomtest, rankdata
+from scipy.stats import binomtest
 
-from harness.measure.metrics import CHUNK, confusion_counts, metrics_from_confusion, percentile_interval, resampled
+from harness.measure.metrics import CHUNK, STATISTICS, percentile_interval, resampled
 
 Group = tuple[np.ndarray, np.ndarray]  # one group's two per-item arrays, aligned across the two runs:
 # (values, weights) of a ratio of sums, (predicted, gold) of a corpus statistic
@@ -51,61 +51,6 @@ def paired_bootstrap(
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = 100.0 * (m / b if higher_is_better else b / m)
     return PairedInterval(percentile_interval(pct, confidence), percentile_interval(m - b, confidence))
-
-
-def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson's r of each row pair (NaN where a row is constant, as scipy)."""
-    x, y = x - x.mean(-1, keepdims=True), y - y.mean(-1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (x * y).sum(-1) / np.sqrt((x * x).sum(-1) * (y * y).sum(-1))
-
-
-def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman's rho of each row pair: Pearson's r of the ranks (ties averaged, as scipy's spearmanr)."""
-    return _pearson_rows(rankdata(x, axis=-1), rankdata(y, axis=-1))
-
-
-def _confusion(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """(B, C, C) counts [gold, predicted] of integer class ids."""
-    p, g = predicted.astype(np.int64), gold.astype(np.int64)
-    return confusion_counts(g, p, int(max(p.max(), g.max())) + 1)
-
-
-def _mcc_rows(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """Matthews correlation of each row (scikit-learn's multiclass formula; 0 where undefined)."""
-    conf = _confusion(predicted, gold).astype(np.float64)
-    t, p = conf.sum(-1), conf.sum(-2)  # gold and predicted counts per class
-    c, s = np.diagonal(conf, axis1=-2, axis2=-1).sum(-1), conf.sum((-2, -1))
-    top = c * s - (t * p).sum(-1)
-    bottom = np.sqrt((s * s - (p * p).sum(-1)) * (s * s - (t * t).sum(-1)))
-    return np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
-
-
-def _binary_f1_rows(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """F1 of class 1 of each row: 2 TP / (2 TP + FP + FN), 0 when nothing is predicted or gold positive."""
-    tp = ((predicted == 1) & (gold == 1)).sum(-1).astype(np.float64)
-    bottom = (predicted == 1).sum(-1) + (gold == 1).sum(-1)
-    return np.divide(2 * tp, bottom, out=np.zeros_like(tp), where=bottom != 0)
-
-
-def _macro(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    return lambda predicted, gold: metrics_from_confusion(_confusion(predicted, gold))[name]
-
-
-Statistic = Callable[[np.ndarray, np.ndarray], np.ndarray]
-STATISTICS: dict[str, Statistic] = {
-    "spearman": _spearman_rows,
-    "pearson": _pearson_rows,
-    "mcc": _mcc_rows,
-    "binary_f1": _binary_f1_rows,
-    "macro_f1": _macro("f1"),
-    "macro_precision": _macro("precision"),
-    "macro_recall": _macro("recall"),
-}
-"""Corpus-level statistics by name: ``(B, n)`` predicted and gold arrays -> ``(B,)`` values, one per
-row (a bootstrap replicate; the point estimate is one row). Class ids are integers in [0, C). They
-agree with scipy's ``spearmanr`` / ``pearsonr`` and scikit-learn's ``matthews_corrcoef`` / ``f1_score``
-(binary; macro with ``zero_division=0``), which the suites use for the point estimate."""
 
 
 def paired_statistic_bootstrap(
