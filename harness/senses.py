@@ -475,7 +475,8 @@ def word_vectors(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: 
     its tokens' last-layer vectors, a uniform sample of at most ``cap`` occurrences per word; ids
     index ``words``. Texts are cut into chunks of ``window / 2`` words, each encoded as plain text
     (a token belongs to the word its last character falls in), so byte-level BPE tokenizers work
-    too, and run in order of length."""
+    too, and run in order of length, padded on the right (a decoder's positions start at its first
+    token whatever its tokenizer's padding side)."""
     index = {w.lower(): i for i, w in enumerate(words)}
     chunks = [ws[s:s + window // 2] for text in texts for ws in [text.split()] for s in range(0, len(ws), window // 2)]
     chunks.sort(key=len)  # batches of similar length: little padding
@@ -485,7 +486,7 @@ def word_vectors(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: 
         for start in range(0, len(chunks), batch_size):
             batch = chunks[start:start + batch_size]
             enc = tokenizer([" ".join(c) for c in batch], truncation=True, max_length=window, padding=True,
-                            return_offsets_mapping=True, return_tensors="pt")
+                            padding_side="right", return_offsets_mapping=True, return_tensors="pt")
             hidden = last_hidden(backbone, Batch(enc["input_ids"].to(device), enc["attention_mask"].to(device), None)).float().cpu()
             for row, chunk in enumerate(batch):
                 starts = np.cumsum([0] + [len(w) + 1 for w in chunk[:-1]])
@@ -517,10 +518,12 @@ def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: S
 @torch.inference_mode()
 def alone_vectors(model: nn.Module, tokenizer: Any, words: Sequence[str], batch_size: int = 64) -> np.ndarray:
     """(W, D) mean of each word's sub-token vectors in the last hidden layer, the word encoded alone
-    (with the model's special tokens, which are left out of the mean)."""
+    (with the model's special tokens, which are left out of the mean; padded on the right, as
+    :func:`word_vectors`)."""
     backbone, out = backbone_of(model), []
     for start in range(0, len(words), batch_size):
-        enc = tokenizer(list(words[start:start + batch_size]), padding=True, return_special_tokens_mask=True, return_tensors="pt")
+        enc = tokenizer(list(words[start:start + batch_size]), padding=True, padding_side="right",
+                        return_special_tokens_mask=True, return_tensors="pt")
         keep = (enc["attention_mask"] * (1 - enc["special_tokens_mask"])).unsqueeze(-1).float()
         hidden = backbone(input_ids=enc["input_ids"].to(backbone.device), attention_mask=enc["attention_mask"].to(backbone.device)).last_hidden_state
         out.append(((hidden.float().cpu() * keep).sum(1) / keep.sum(1).clamp(min=1.0)).numpy())
