@@ -77,7 +77,7 @@ class MultisenseAdapter(Adapter):
         occurrences in ``texts`` (:func:`harness.senses.word_senses`: a word's vector in a context is
         the mean of its tokens' last-layer vectors). The vectors are the model's own, read with the
         token drop-in suspended: the paper builds the word-level dictionary from the encoder's last
-        hidden layer, not from token senses. A suite scores a pair by the maximum dot product over their senses
-        (:func:`harness.senses.max_sense_similarity`)."""
+        hidden layer, not from token senses. A suite scores a pair by the maximum dot product over
+        their senses (:func:`harness.senses.max_sense_similarity`)."""
         with model.sense_dictionary.suspended():
             return senses.word_senses(model, tokenizer, texts, words, k=k, cap=cap, seed=seed)

@@ -525,7 +525,7 @@ def alone_vectors(model: nn.Module, tokenizer: Any, words: Sequence[str], batch_
         enc = tokenizer(list(words[start:start + batch_size]), padding=True, padding_side="right",
                         return_special_tokens_mask=True, return_tensors="pt")
         keep = (enc["attention_mask"] * (1 - enc["special_tokens_mask"])).unsqueeze(-1).float()
-        hidden = backbone(input_ids=enc["input_ids"].to(backbone.device), attention_mask=enc["attention_mask"].to(backbone.device)).last_hidden_state
+        hidden = last_hidden(backbone, Batch(enc["input_ids"].to(backbone.device), enc["attention_mask"].to(backbone.device), None))
         out.append(((hidden.float().cpu() * keep).sum(1) / keep.sum(1).clamp(min=1.0)).numpy())
     return np.concatenate(out)
 

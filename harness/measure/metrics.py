@@ -19,15 +19,20 @@ from scipy.stats import rankdata
 CHUNK = 100  # bootstrap replicates drawn at once (bounds the index array to CHUNK x items)
 
 
-def resampled(groups: Sequence[Sequence[np.ndarray]], rng: np.random.Generator, n_boot: int = 1000) -> np.ndarray:
-    """Bootstrap replicates of macro-averaged ratios, shape ``(n_boot, len(groups[0]) // 2)``.
+def resampled(
+    groups: Sequence[Sequence[np.ndarray]], rng: np.random.Generator, n_boot: int = 1000, statistic: str | None = None,
+) -> np.ndarray:
+    """Bootstrap replicates of macro-averaged scores, shape ``(n_boot, len(groups[0]) // 2)``.
 
-    Each group is a list of aligned arrays ``[num_1, den_1, num_2, den_2, ...]`` (one entry per item).
-    In every replicate each group's items are drawn with replacement once, the same draw for all of
-    its arrays (so a method's and a baseline's outputs on one item stay paired), and column ``j`` is
-    the mean over groups of ``sum(num_j) / sum(den_j)`` (0 where a resample's denominator sums to 0,
-    ``zero_division=0``, as for entity F1 of sentences without entities).
+    Each group is a list of aligned arrays ``[a_1, b_1, a_2, b_2, ...]`` (one entry per item). In
+    every replicate each group's items are drawn with replacement once, the same draw for all of its
+    arrays (so a method's and a baseline's outputs on one item stay paired), and column ``j`` is the
+    mean over groups of the score of ``(a_j, b_j)``: ``sum(a_j) / sum(b_j)`` (values over weights; 0
+    where a resample's denominator sums to 0, ``zero_division=0``, as for entity F1 of sentences
+    without entities), or with ``statistic`` the corpus statistic of :data:`STATISTICS` of
+    (predicted, gold), vectorised over :data:`CHUNK` replicates at a time.
     """
+    score = _ratio_rows if statistic is None else STATISTICS[statistic]
     width = len(groups[0]) // 2
     stats = np.zeros((n_boot, width))
     for arrays in groups:
@@ -37,9 +42,14 @@ def resampled(groups: Sequence[Sequence[np.ndarray]], rng: np.random.Generator, 
             stop = min(start + CHUNK, n_boot)
             idx = rng.integers(0, n, size=(stop - start, n))
             for j in range(width):
-                top, bottom = arrays[2 * j][idx].sum(axis=1), arrays[2 * j + 1][idx].sum(axis=1)
-                stats[start:stop, j] += np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
+                stats[start:stop, j] += score(arrays[2 * j][idx], arrays[2 * j + 1][idx])
     return stats / len(groups)
+
+
+def _ratio_rows(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``sum(values) / sum(weights)`` of each row (0 where the weights sum to 0)."""
+    top, bottom = values.sum(-1), weights.sum(-1)
+    return np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
 
 
 def percentile_interval(stats: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
@@ -74,19 +84,11 @@ def bootstrap_statistic(
     one data set, predictions and labels of one task); its items are resampled with replacement
     together, each group on its own. One group gives the CI of a statistic that is not a mean of
     per-item values (a correlation, MCC, F1); several give the CI of their macro average. Resamples
-    where the statistic is undefined (NaN: a constant resample) are left out of the quantiles. The
-    statistic is computed on :data:`CHUNK` replicates at a time (vectorised: a scipy call per
-    replicate made word_sim's smoke CIs take 40 s).
+    where the statistic is undefined (NaN: a constant resample) are left out of the quantiles.
+    Vectorised over replicates (:func:`resampled`): a scipy call per replicate made word_sim's smoke
+    CIs take 40 s.
     """
-    fn = STATISTICS[statistic]
-    stats = np.zeros(n_boot)
-    for predicted, gold in groups:
-        predicted, gold = np.asarray(predicted, dtype=np.float64), np.asarray(gold, dtype=np.float64)
-        idx = rng.integers(0, len(predicted), size=(n_boot, len(predicted)))
-        for start in range(0, n_boot, CHUNK):
-            rows = idx[start:start + CHUNK]
-            stats[start:start + CHUNK] += fn(predicted[rows], gold[rows])
-    stats /= len(groups)
+    stats = resampled(groups, rng, n_boot, statistic)[:, 0]
     tail = (1.0 - confidence) / 2.0
     low, high = np.nanquantile(stats, [tail, 1.0 - tail])
     return float(low), float(high)
@@ -301,7 +303,7 @@ STATISTICS: dict[str, Statistic] = {
     "macro_recall": _macro("recall"),
 }
 """Corpus-level statistics by name: ``(B, n)`` predicted and gold arrays -> ``(B,)`` values, one per
-row (a bootstrap replicate; the point estimate is one row), for :func:`bootstrap_statistic` and the
-paired bootstrap (:func:`harness.measure.paired.paired_statistic_bootstrap`). Class ids are integers in [0, C). They
-agree with scipy's ``spearmanr`` / ``pearsonr`` and scikit-learn's ``matthews_corrcoef`` / ``f1_score``
-(binary; macro with ``zero_division=0``), which the suites use for the point estimate."""
+row (a bootstrap replicate, :func:`resampled`; the point estimate is one row). Class ids are
+integers in [0, C). They agree with scipy's ``spearmanr`` / ``pearsonr`` and scikit-learn's
+``matthews_corrcoef`` / ``f1_score`` (binary; macro with ``zero_division=0``), which the suites use
+for the point estimate."""

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import binomtest
 
-from harness.measure.metrics import CHUNK, STATISTICS, percentile_interval, resampled
+from harness.measure.metrics import percentile_interval, resampled
 
 Group = tuple[np.ndarray, np.ndarray]  # one group's two per-item arrays, aligned across the two runs:
 # (values, weights) of a ratio of sums, (predicted, gold) of a corpus statistic
@@ -44,20 +44,14 @@ def paired_bootstrap(
     ``method[g]`` and ``base[g]`` hold group ``g``'s per-item values and weights in the same item
     order; a score is the mean over groups of ``sum(values) / sum(weights)``.
     """
-    if len(method) != len(base) or any(len(m[0]) != len(b[0]) for m, b in zip(method, base)):
-        raise ValueError("method and base must hold the same groups with the same items")
-    stats = resampled([[mv, mw, bv, bw] for (mv, mw), (bv, bw) in zip(method, base)], rng, n_boot)
-    m, b = stats[:, 0], stats[:, 1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pct = 100.0 * (m / b if higher_is_better else b / m)
-    return PairedInterval(percentile_interval(pct, confidence), percentile_interval(m - b, confidence))
+    return _joint(method, base, rng, higher_is_better, n_boot, confidence, None)
 
 
 def paired_statistic_bootstrap(
     statistic: str, method: Sequence[Group], base: Sequence[Group], rng: np.random.Generator, higher_is_better: bool = True,
     n_boot: int = 1000, confidence: float = 0.95,
 ) -> PairedInterval:
-    """CIs of %Base and of method - base for a corpus statistic of :data:`STATISTICS`.
+    """CIs of %Base and of method - base for a corpus statistic (:data:`harness.measure.metrics.STATISTICS`).
 
     ``method[g]`` and ``base[g]`` are group ``g``'s (predicted, gold) per item in the same item
     order; a score is the mean over groups of the statistic (word similarity's average over data
@@ -65,18 +59,16 @@ def paired_statistic_bootstrap(
     both runs, and the statistic is recomputed on each; undefined replicates (NaN: a constant
     resample) are left out of the quantiles.
     """
+    return _joint(method, base, rng, higher_is_better, n_boot, confidence, statistic)
+
+
+def _joint(method: Sequence[Group], base: Sequence[Group], rng: np.random.Generator, higher_is_better: bool,
+           n_boot: int, confidence: float, statistic: str | None) -> PairedInterval:
+    """Both runs' scores on the same draws (:func:`resampled`), then the intervals of their ratio and difference."""
     if len(method) != len(base) or any(len(m[0]) != len(b[0]) for m, b in zip(method, base)):
         raise ValueError("method and base must hold the same groups with the same items")
-    fn = STATISTICS[statistic]
-    m, b = np.zeros(n_boot), np.zeros(n_boot)
-    for (mp, mg), (bp, bg) in zip(method, base):
-        arrays = [np.asarray(a, dtype=np.float64) for a in (mp, mg, bp, bg)]
-        for start in range(0, n_boot, CHUNK):
-            stop = min(start + CHUNK, n_boot)
-            idx = rng.integers(0, len(arrays[0]), size=(stop - start, len(arrays[0])))
-            m[start:stop] += fn(arrays[0][idx], arrays[1][idx])
-            b[start:stop] += fn(arrays[2][idx], arrays[3][idx])
-    m, b = m / len(method), b / len(base)
+    stats = resampled([[*m, *b] for m, b in zip(method, base)], rng, n_boot, statistic)
+    m, b = stats[:, 0], stats[:, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = 100.0 * (m / b if higher_is_better else b / m)
     return PairedInterval(percentile_interval(pct, confidence), percentile_interval(m - b, confidence))
