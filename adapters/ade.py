@@ -68,7 +68,7 @@ from harness.adapter import Adapter, Compressed, FitContext
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.kmeans import KmeansSettings, kmeans
+from harness.methods.kmeans import KmeansSettings, kmeans
 
 
 @dataclass(frozen=True)

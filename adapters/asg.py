@@ -44,12 +44,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness import gather_sum
+from harness.methods import gather_sum
 from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.kmeans import KmeansBudget, KmeansSettings, budget_of, fit_threads, kmeans
+from harness.methods.kmeans import KmeansBudget, KmeansSettings, budget_of, fit_threads, kmeans
 
 BUDGETS = Budgets(
     smoke=KmeansBudget(max_niter=2, max_points_per_centroid=16),
@@ -153,7 +153,7 @@ class ConceptLMHead(nn.Module):
 
     * :meth:`reference_sum`: one ``embedding_bag`` (mode "sum") over the score rows; differentiable,
       any device and dtype. Used for training (gradients enabled), on CUDA and without a compiler.
-    * :mod:`harness.gather_sum`: a fused CPU kernel reading the (m, V) map in its stored dtype
+    * :mod:`harness.methods.gather_sum`: a fused CPU kernel reading the (m, V) map in its stored dtype
       (float32 inference on CPU; one call for the whole head at batch 1). Same logits up to the
       order of the float additions.
     """

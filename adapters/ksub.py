@@ -35,8 +35,8 @@ Choices where the paper is open, written down here:
 * Uniqueness under naive k-means: a level-k group must fit into the M^(K-k) codes left below it,
   which the paper's Algorithm 2 does not guarantee. Each cluster is therefore capped at M^(K-k)
   tokens; points of an overfull cluster go to their next-nearest cluster with room
-  (:func:`harness.kmeans.assign_with_capacity`). The cap binds rarely when M > ceil(V^(1/K)).
-* Equal-size k-means: :func:`harness.kmeans.balanced_kmeans`, faiss centroids refined by
+  (:func:`harness.methods.kmeans.assign_with_capacity`). The cap binds rarely when M > ceil(V^(1/K)).
+* Equal-size k-means: :func:`harness.methods.kmeans.balanced_kmeans`, faiss centroids refined by
   alternating a greedy size-constrained assignment (every cluster n//M or n//M + 1 tokens) with
   member-mean updates.
 * A group with no more tokens than M (including single tokens) is split trivially: every token its
@@ -62,7 +62,7 @@ from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.kmeans import (
+from harness.methods.kmeans import (
     KmeansBudget,
     KmeansSettings,
     assign_with_capacity,

@@ -4,7 +4,7 @@ replaced by senses from a dictionary built over a fit corpus.
 1. Sense dictionary: the model (as the suite fine-tuned it: stage ``after_finetune``) runs over
    the fit corpus; each token's last-layer vectors (a uniform sample of at most ``cap``) are
    clustered into at most ``k`` senses, by k-means (faiss) or, with ``clustering=mcl``, with a
-   per-token k from Markov clustering (Appendix C); see :mod:`harness.senses`.
+   per-token k from Markov clustering (Appendix C); see :mod:`harness.methods.senses`.
 2. Drop-in: at inference each token's last-layer vector m_t is replaced by its sense of largest
    dot product <m_t, s_t^(i)>, then the model's own head runs (a mean-pooled classifier, BERT's
    first-token pooler, an LM head, MTEB's mean pooling). Tokens without an entry keep m_t.
@@ -19,7 +19,7 @@ Choices where the paper is silent:
   its GLUE dictionary from the GLUE training sets and its MTEB one from the MTEB training sets
   (Sections 4.1-4.2, Appendix C); never the scored texts. A pair task's training pairs run
   through the model as it reads them, two segments with their token type ids (the authors'
-  a1_gather_sense.py; :mod:`harness.senses`), so the senses are the vectors the drop-in replaces.
+  a1_gather_sense.py; :mod:`harness.methods.senses`), so the senses are the vectors the drop-in replaces.
   Suites that train on nothing (bpb, lm_eval) need a named corpus: ``--set corpus=wikitext2_train``
   (WikiText, Appendix B) or ``c4_sample``.
 * Decoders (SmolLM2): the causal last hidden state (after the final norm) is clustered as it is;
@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 from torch import nn
 
-from harness import senses
+from harness.methods import senses
 from harness.adapter import Adapter, Compressed, FitContext
 from harness.budgets import Budgets
 
@@ -53,7 +53,7 @@ BUDGETS = Budgets(
 
 @dataclass(frozen=True)
 class MultisenseConfig(senses.SenseSettings):
-    """The sense dictionary's settings (:class:`harness.senses.SenseSettings`)."""
+    """The sense dictionary's settings (:class:`harness.methods.senses.SenseSettings`)."""
 
 
 class MultisenseAdapter(Adapter):
@@ -74,10 +74,10 @@ class MultisenseAdapter(Adapter):
                     k: int = 5, cap: int = 1000, seed: int = 0) -> list[np.ndarray]:
         """Paper 004 Appendix E: senses of whole words, one (k_w, D) matrix per word (k_w <= k; for a
         word without occurrences, its vector encoded alone): k-means over each word's contextual
-        occurrences in ``texts`` (:func:`harness.senses.word_senses`: a word's vector in a context is
+        occurrences in ``texts`` (:func:`harness.methods.senses.word_senses`: a word's vector in a context is
         the mean of its tokens' last-layer vectors). The vectors are the model's own, read with the
         token drop-in suspended: the paper builds the word-level dictionary from the encoder's last
         hidden layer, not from token senses. A suite scores a pair by the maximum dot product over
-        their senses (:func:`harness.senses.max_sense_similarity`)."""
+        their senses (:func:`harness.methods.senses.max_sense_similarity`)."""
         with model.sense_dictionary.suspended():
             return senses.word_senses(model, tokenizer, texts, words, k=k, cap=cap, seed=seed)

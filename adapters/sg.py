@@ -22,7 +22,7 @@ Choices where the papers are open, written down here:
   fit within the quick profile's budget. ``--set niter=25`` restores faiss's default.
 * Large vocabularies: for me5-small (V = 250,037, C = 100,015) one exact iteration is 9.6e12
   multiply-adds, minutes on 2 cores. From 20,000 groups on, the assignment step therefore searches
-  an IVF index over the centroids (:func:`harness.kmeans.indexed_kmeans`): each token is compared
+  an IVF index over the centroids (:func:`harness.methods.kmeans.indexed_kmeans`): each token is compared
   with the centroids in its ``nprobe`` nearest cells only (quick 4, paper 16). Smoke caps the fit
   at one iteration, 16 points per centroid and one cell per token, whatever the model. The
   settings are recorded with the run under ``kmeans`` (:data:`BUDGETS`).
@@ -47,7 +47,7 @@ from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, no_prog
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.kmeans import KmeansBudget, KmeansSettings, any_kmeans, budget_of, cluster_means, fit_threads
+from harness.methods.kmeans import KmeansBudget, KmeansSettings, any_kmeans, budget_of, cluster_means, fit_threads
 
 BUDGETS = Budgets(
     smoke=KmeansBudget(max_niter=1, max_points_per_centroid=16, nprobe=1, indexed_from=0),

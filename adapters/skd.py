@@ -4,13 +4,13 @@ teacher's head.
 
 1. Sense dictionary of the teacher (the model as the suite hands it over, fine-tuned where the
    suite fine-tunes: stage ``after_finetune``) over the fit corpus, as in ``multisense``
-   (:mod:`harness.senses`).
+   (:mod:`harness.methods.senses`).
 2. Labels: on every fit window the teacher's arg-max sense index i* = argmax_i <m_t, s_t^(i)> per
    token (tokens with two or more senses; with one sense there is nothing to learn).
 3. Student: the same model with only its first ``layers`` transformer layers (the authors' Llama
    student: the first 4 of 32), trained on the fit windows (the dictionary's inputs, a pair as
    two segments with their token type ids) with the paper's loss
-   L = -sum_t log softmax_j <n_t, s_t^(j)> [i*] (:func:`harness.senses.sense_cross_entropy`).
+   L = -sum_t log softmax_j <n_t, s_t^(j)> [i*] (:func:`harness.methods.senses.sense_cross_entropy`).
    W_align maps the student into the dictionary's width only where the widths differ; a student
    cut from the teacher's own layers has the teacher's width, so none is needed (as in the
    authors' Llama student).
@@ -42,7 +42,7 @@ import torch
 from torch import nn
 from transformers import get_cosine_schedule_with_warmup
 
-from harness import senses
+from harness.methods import senses
 from harness.adapter import Adapter, Compressed, FitContext
 from harness.budgets import Budgets
 from harness.config import require_positive

@@ -3,16 +3,16 @@
 Post-hoc setting (Sections 3-5) on a decoder:
 
 * Section 3: the decomposition map w -> (b_w, T(w)) from UniMorph, capitalization and the leading
-  space (``harness.vocab.decomposition``, whose docstring lists the map's choices).
+  space (``harness.methods.vocab.decomposition``, whose docstring lists the map's choices).
 * Section 3.1: e_w = e_{b_w} + sum_{t in T(w)} e_t; Section 3.2: logit(w) = h.u_{b_w} + sum_t h.u_t,
-  one softmax over the whole vocabulary (``harness.vocab.composed``: no V x D matrix is built).
+  one softmax over the whole vocabulary (``harness.methods.vocab.composed``: no V x D matrix is built).
 * Section 3.3: each transformation vector starts as the mean offset (form - base) over the pairs
   that show that transformation alone, separately for the input and the output table.
 * Section 5: two-stage distillation. Stage 1 trains the input transformations against the
   unchanged model, the output still the original head (the teacher's). Stage 2 adds LoRA on the
   last layers and trains it with the output transformations, the teacher being the stage-1 model.
 * Section 7: the freed rows are gone from storage; ``reallocate=N`` spends N of them on new BPE
-  merges learned on the fit text (``harness.vocab.reallocation``).
+  merges learned on the fit text (``harness.methods.vocab.reallocation``).
 
 Choices where the paper is open (the authors' code ``posthoc/`` decides where it can):
 
@@ -60,7 +60,7 @@ from typing import Any, Literal, Sequence
 import torch
 from torch import nn
 
-from harness import distill
+from harness.methods import distill
 from harness.adapter import (
     Adapter,
     Compressed,
@@ -72,10 +72,10 @@ from harness.adapter import (
 from harness.budgets import Budgets
 from harness.errors import ConfigError
 from harness.sources.data import data_root, file_digest
-from harness.vocab import decomposition, patchscopes, reallocation
-from harness.vocab.composed import ComposedEmbedding, ComposedLMHead
-from harness.vocab.decomposition import Decomposition
-from harness.vocab.reallocation import NewToken
+from harness.methods.vocab import decomposition, patchscopes, reallocation
+from harness.methods.vocab.composed import ComposedEmbedding, ComposedLMHead
+from harness.methods.vocab.decomposition import Decomposition
+from harness.methods.vocab.reallocation import NewToken
 
 _WORD = re.compile(r"[A-Za-z]+")
 

@@ -65,7 +65,7 @@ def child(state: str) -> dict[str, float]:
     from transformers import BertConfig, BertModel
 
     from harness.benchmarks.heads import random_concepts
-    from harness.kmeans import KmeansSettings, kmeans
+    from harness.methods.kmeans import KmeansSettings, kmeans
     from harness.measure.efficiency import forward_latency
 
     vocab, dim = 250_037, 384

@@ -17,7 +17,7 @@ from torch import nn
 
 from harness.benchmarks.report import Row
 from harness.benchmarks.timing import against, load_average
-from harness.gather_sum import padded_width
+from harness.methods.gather_sum import padded_width
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from harness import senses
+from harness.methods import senses
 from harness.sources import corpora, models
 from harness.sources.data import data_root
 

@@ -22,6 +22,7 @@ from torch import nn
 from harness import pages
 from harness.budgets import Budgets
 from harness.errors import ConfigError
+from harness.rebuild import restore_modules
 from harness.results.records import CompressionReport, EmbeddingFootprint
 from harness.sources.corpora import Corpus
 
@@ -184,7 +185,7 @@ class Adapter(ABC):
     * ``needs_teacher``: a frozen copy of the model it receives arrives as ``fit.teacher``.
     * ``stage``: ``before_finetune`` (the default) or ``after_finetune``.
     * ``kinds``: the model kinds it supports (``encoder``, ``decoder``).
-    * ``cacheable``: whether its fit is worth keeping in the fit cache (:mod:`harness.fitcache`).
+    * ``cacheable``: whether its fit is worth keeping in the fit cache (:mod:`harness.runner.fitcache`).
     * ``heads``: the task heads (:class:`~harness.suite.Head` kinds) it supports, for a method that
       builds the task model itself instead of replacing tables inside it (ADE's SAT classifier);
       None, the default, is any head. The plan refuses a suite with another head before any work.
@@ -208,7 +209,7 @@ class Adapter(ABC):
     needs_teacher: ClassVar[bool] = False
     stage: ClassVar[Stage] = "before_finetune"
     kinds: ClassVar[tuple[str, ...]] = ("encoder", "decoder")
-    cacheable: ClassVar[bool] = True  # False: nothing is fitted, so the fit cache keeps no copy (harness.fitcache)
+    cacheable: ClassVar[bool] = True  # False: nothing is fitted, so the fit cache keeps no copy (harness.runner.fitcache)
     heads: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, config: Any | None = None):
@@ -228,7 +229,7 @@ class Adapter(ABC):
     @classmethod
     def rebuild(cls, model: nn.Module, saved: Any, derived: Mapping[str, torch.Tensor], config: Any) -> nn.Module:
         """Put this adapter's modules back into ``model``, the bare architecture built from a saved
-        compressed model's config (:mod:`harness.saved`), with empty tensors the caller then loads.
+        compressed model's config (:mod:`harness.runner.saved`), with empty tensors the caller then loads.
 
         ``saved.modules`` describes the modules ``compress`` built (class, plain attributes, tensor
         shapes, children); ``derived`` holds their non-persistent buffers; ``config`` is the adapter
@@ -236,8 +237,6 @@ class Adapter(ABC):
         classes only from torch, transformers, the harness and this adapter's own package, and calls
         ``reattach(model)`` on each module that defines it (a forward hook). An adapter whose modules
         hold state that is not a tensor or a plain value overrides this."""
-        from harness.saved import restore_modules
-
         allowed = ("torch", "transformers", "harness", cls.__module__.split(".")[0])
         return restore_modules(model, saved.modules, dict(derived), allowed)
 
@@ -266,10 +265,10 @@ class WordSenses(Protocol):
     ``word_senses(model, tokenizer, texts, words, k=..., cap=..., seed=...)`` returns one ``(k_w, D)``
     float array per word of ``words``: at most ``k`` senses drawn from at most ``cap`` of the word's
     occurrences in ``texts``; a word without occurrences gets one sense, its vector encoded alone from
-    the same layer (:func:`harness.senses.word_senses` does both). ``model`` is the model as the adapter
+    the same layer (:func:`harness.methods.senses.word_senses` does both). ``model`` is the model as the adapter
     returned it; the method reads the contextual vectors its senses come from (paper 004: the
     encoder's last hidden layer, before any drop-in). The suite scores a word pair by the largest
-    dot product over their senses (:func:`harness.senses.max_sense_similarity`).
+    dot product over their senses (:func:`harness.methods.senses.max_sense_similarity`).
     ``MultisenseAdapter.word_senses`` is the implementation on hand.
     """
 

@@ -13,7 +13,7 @@ Scores and per-item outputs. ``score`` returns :class:`~harness.results.records.
 each, the per-item outputs it is computed from (:class:`~harness.results.records.ItemOutputs`, keyed
 by stable item ids), so the runner can compare a method with its baseline item by item: paired
 bootstrap CIs of %Base and of the difference, McNemar's exact test, flip rate, agreement
-(:mod:`harness.compare`). A score is ``sum(values) / sum(weights)`` over its items, and a language
+(:mod:`harness.measure.compare`). A score is ``sum(values) / sum(weights)`` over its items, and a language
 ``avg`` is the mean over the task's languages; the helpers below build both sides consistently::
 
     items = [correctness("xnli", lang, "test", ids[lang], predicted[lang], gold[lang]) for lang in languages]
@@ -26,7 +26,7 @@ A ratio metric gives the per-item numerator as values and the denominator as wei
 MCC, binary or macro F1) names itself in its items' metric, ``<metric>@<statistic>`` with the
 statistic a key of :data:`harness.measure.metrics.STATISTICS` (:func:`statistic_items` builds them:
 values = each item's prediction, gold = its gold value, both numbers); the runner's paired bootstrap
-then recomputes that statistic on both runs' resampled items (:mod:`harness.compare`). Every
+then recomputes that statistic on both runs' resampled items (:mod:`harness.measure.compare`). Every
 headline score has items behind it.
 
 Every score of a higher-is-better metric with a trivial level declares it in ``Score.chance`` (say in
@@ -49,7 +49,7 @@ from torch import nn
 
 from harness.adapter import Adapter, ProgressFn, no_progress
 from harness.budgets import Budgets, Profile
-from harness.compare import AVERAGE, statistic_metric
+from harness.measure.compare import AVERAGE, statistic_metric
 from harness.measure.metrics import bootstrap_macro_ratio_ci, macro_ratio
 from harness.results.records import ItemOutputs, Score
 from harness.sources.corpora import Text

@@ -1,7 +1,7 @@
 """Protocol: lm-eval tasks on a compressed model object, through lm-eval's own HFLM client.
 
 * The model goes to lm-eval as ``CompressedLM(pretrained=<model object>, tokenizer=<tokenizer object>)``,
-  the HFLM subclass registered as lm-eval's ``compressed`` model type (:mod:`harness.lm_eval_model`).
+  the HFLM subclass registered as lm-eval's ``compressed`` model type (:mod:`harness.integrations.lm_eval`).
   HFLM calls ``tie_weights()``; adapters clear the tie flag when they replace the output head
   (``harness.adapter.untie``), so the compressed head survives.
 * Tasks are lm-eval YAML files under ``suites/lm_eval_tasks/<folder>/``. They only look up
@@ -103,7 +103,7 @@ def run_tasks(
     Few-shot examples are drawn with ``ctx.seed`` from each task's training split.
     """
     import lm_eval
-    from harness.lm_eval_model import CompressedLM
+    from harness.integrations.lm_eval import CompressedLM
     from lm_eval.tasks import TaskManager
 
     model.eval().to(ctx.device)

@@ -1,10 +1,10 @@
 """Composed decoding, in the spirit of paper 003's Patchscopes tables (Tables 1 and 7).
 
 For a seeded sample of the vocabulary's decomposable forms (the Vocab Diet map of the run's
-tokenizer: UniMorph inflections, capitalized and unspaced variants, ``harness.vocab.decomposition``
+tokenizer: UniMorph inflections, capitalized and unspaced variants, ``harness.methods.vocab.decomposition``
 with UniMorph as the only word list), the model continues ``X, X, X, X,`` where X is the form's
 token; the first continued word is ``exact`` (the form), ``base`` (its base word),
-``diff_inflection`` (another form of the same base) or ``other`` (``harness.vocab.patchscopes``).
+``diff_inflection`` (another form of the same base) or ``other`` (``harness.methods.vocab.patchscopes``).
 Rates with bootstrap CIs, for all sampled forms and per transformation (a form counts for each
 of its transformations).
 
@@ -31,7 +31,7 @@ from harness.results.records import ItemOutputs
 from harness.sources.data import DataSource, local_or_hub
 from harness.sources.heads import Head
 from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
-from harness.vocab import decomposition, patchscopes
+from harness.methods.vocab import decomposition, patchscopes
 
 UNIMORPH = DataSource(("unimorph/eng.tsv",))
 

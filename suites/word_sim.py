@@ -19,7 +19,7 @@ taken from (``--set vectors=``):
 
 With ``vectors=contextual`` a third representation is scored (metric ``spearman_mean_context``): a
 word's mean contextual vector, the mean over its occurrences in the context sentences (below) of the
-mean of its tokens' last-layer vectors (:func:`harness.senses.word_vectors`); a word that never
+mean of its tokens' last-layer vectors (:func:`harness.methods.senses.word_vectors`); a word that never
 occurs there keeps its encoded-alone vector. It is the one-sense version of paper 004's word
 senses, the reference its max-over-senses score is read against.
 
@@ -51,7 +51,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from harness import senses
+from harness.methods import senses
 from harness.adapter import WordSenses
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
@@ -136,7 +136,7 @@ def read_pairs(path: Path) -> WordPairs:
 
 def _bare(token: str) -> str:
     """A whitespace token as a word to match: lower-cased, surrounding punctuation removed (as
-    :func:`harness.senses.word_senses` matches words)."""
+    :func:`harness.methods.senses.word_senses` matches words)."""
     return token.strip(string.punctuation).lower()
 
 

@@ -103,10 +103,10 @@ def leaderboard_db(smoke_db, tmp_path_factory) -> Path:
 
 def assert_items_reproduce_scores(scores, items, without=(), every=True) -> None:
     """Every score (except metrics in ``without``; with ``every=False`` only those that have items
-    behind them) is what the per-item outputs behind it give (:func:`harness.compare.value_of`:
+    behind them) is what the per-item outputs behind it give (:func:`harness.measure.compare.value_of`:
     ``sum(values) / sum(weights)``, or the corpus statistic their metric names), macro-averaged for
     ``avg``: what the paired statistics resample."""
-    from harness.compare import items_behind, value_of
+    from harness.measure.compare import items_behind, value_of
 
     for s in scores:
         if s.metric in without:

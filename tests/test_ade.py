@@ -175,7 +175,7 @@ def test_ag_news_smoke_run_stores_anchors_indices_and_weights(tmp_path):
     """The runner's path: teacher from the fit context, the SAT model trained by the suite, storage
     = anchors (K x D fp32) + index (V x n_max, uint16 for K=500) + weight (V x n_max fp32) + count (V uint8)."""
     from harness.results.store import Store
-    from harness.run import RunRequest, execute
+    from harness.runner.run import RunRequest, execute
 
     base, ade = execute(RunRequest("ag_news", "ade", model="minilm", profile="smoke"), Store(tmp_path / "r.duckdb"))
     rec = ade.record

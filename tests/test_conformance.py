@@ -162,9 +162,9 @@ def test_every_built_in_adapter_is_covered():
 
 @pytest.mark.parametrize("name, kind", list(_cases()))
 def test_saved_model_rebuilds_identically(name, kind, tiny_tokenizer, data_dir, tmp_path):
-    """harness.saved: save -> load rebuilds the adapter's modules from its registered class and the
+    """harness.runner.saved: save -> load rebuilds the adapter's modules from its registered class and the
     saved config (no refit): same module classes per path, same tensors, same outputs, same tokenizer."""
-    from harness import saved
+    from harness.runner import saved
 
     applied, _ = _apply(name, kind, tiny_tokenizer, data_dir)
     model = applied.model.eval()

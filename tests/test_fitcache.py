@@ -1,4 +1,4 @@
-"""The fit cache (harness.fitcache) through the runner's own fit step (Pipeline.fit), on real
+"""The fit cache (harness.runner.fitcache) through the runner's own fit step (Pipeline.fit), on real
 MiniLM with a small ASG: a second fit of the same key is loaded, not fitted; a corrupt or partial
 entry is deleted and fitted again; ``harness cache list|clear``; ``harness export`` of a finished
 run loads back to the cached model."""
@@ -12,11 +12,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from harness import fitcache, load_compressed
+from harness import load_compressed
+from harness.runner import fitcache
 from harness.adapter import no_progress
 from harness.cli import app
-from harness.pipeline import Pipeline
-from harness.plan import RunRequest, plan
+from harness.runner.pipeline import Pipeline
+from harness.runner.plan import RunRequest, plan
 from harness.sources import models
 
 SETTINGS = ("k=16", "m=8", "niter=5")
@@ -112,7 +113,7 @@ def test_run_records_reuse_and_export_loads_the_cached_model(cache_dir, counted,
     """Two smoke runs of MTEB classification: the rerun (--force) reuses the fit and says so; the
     run's export rebuilds the same model and writes a model card with its scores."""
     from harness.results.store import Store
-    from harness.run import execute
+    from harness.runner.run import execute
 
     store = Store(tmp_path / "r.duckdb")
     request = RunRequest("mteb_clf", "asg", "minilm", "smoke", 0, SETTINGS, device="cpu")
@@ -137,11 +138,11 @@ def test_run_records_reuse_and_export_loads_the_cached_model(cache_dir, counted,
 
 
 def test_mteb_loader_reports_the_compressed_counts(cache_dir, tmp_path):
-    """harness.mteb_model on a cached fit (a saved folder like an export): an MTEB encoder whose
+    """harness.integrations.mteb on a cached fit (a saved folder like an export): an MTEB encoder whose
     ModelMeta counts the compressed embedding, and whose loader rebuilds the same encoder."""
     from mteb.models import EncoderProtocol
 
-    from harness import mteb_model
+    from harness.integrations import mteb as mteb_model
     from harness.suites.mteb_clf import Banking77Local
 
     applied, info = _fit(tmp_path)

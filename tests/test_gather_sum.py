@@ -1,4 +1,4 @@
-"""The fused gather-sum (harness.gather_sum) against the reference embedding_bag path of ConceptLMHead.
+"""The fused gather-sum (harness.methods.gather_sum) against the reference embedding_bag path of ConceptLMHead.
 
 Tolerance: both paths add the same m float32 scores per logit in a different order, so they agree to
 rounding: |fast - reference| <= 1e-4 + 1e-5 |logit| (logits here are of order 10-100; measured
@@ -15,7 +15,7 @@ import torch
 from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
 from harness.adapters.ksub import random_codes
 
-from harness import gather_sum as gs
+from harness.methods import gather_sum as gs
 
 TOL = {"rtol": 1e-5, "atol": 1e-4}
 

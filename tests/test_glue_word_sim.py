@@ -15,7 +15,7 @@ from harness.cli import app
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import binary_f1, bootstrap_statistic, matthews, pearson, spearman
 from harness.results.store import Store
-from harness.run import RunRequest, execute
+from harness.runner.run import RunRequest, execute
 
 
 def test_spearman_of_known_rankings():

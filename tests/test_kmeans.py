@@ -1,4 +1,4 @@
-"""harness.kmeans: the profile budgets' caps, the indexed k-means for many clusters, and fit threads."""
+"""harness.methods.kmeans: the profile budgets' caps, the indexed k-means for many clusters, and fit threads."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from harness.adapters.asg import BUDGETS as ASG_BUDGETS
 from harness.adapters.sg import BUDGETS as SG_BUDGETS, SgAdapter, SgConfig
 
 from harness.adapter import FitContext
-from harness.kmeans import KmeansBudget, KmeansSettings, fit_threads, indexed_kmeans, kmeans
+from harness.methods.kmeans import KmeansBudget, KmeansSettings, fit_threads, indexed_kmeans, kmeans
 
 
 def _blobs(n: int, d: int, centers: int, seed: int = 0) -> np.ndarray:

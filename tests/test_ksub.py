@@ -17,7 +17,7 @@ from harness.adapters.ksub import (
 
 from harness.adapter import FitContext
 from harness.errors import ConfigError
-from harness.kmeans import KmeansSettings, assign_with_capacity, balanced_kmeans, squared_distances
+from harness.methods.kmeans import KmeansSettings, assign_with_capacity, balanced_kmeans, squared_distances
 
 ALLOCATIONS = {
     "random": {},

@@ -1,4 +1,4 @@
-"""The lm-eval model type ``compressed`` (harness.lm_eval_model) through lm-eval's own Python
+"""The lm-eval model type ``compressed`` (harness.integrations.lm_eval) through lm-eval's own Python
 entry point, ``lm_eval.simple_evaluate(model="compressed", model_args=...)``, on the smoke SST-2
 task of the lm_eval suite: fitted from ``base=,adapter=`` and loaded from a saved folder, the two
 give the same log-likelihood for every choice."""
@@ -29,7 +29,7 @@ def sst2_tasks(tmp_path, data_dir):
 def _evaluate(model_args: str, manager) -> tuple[dict, np.ndarray]:
     import lm_eval
 
-    import harness.lm_eval_model  # noqa: F401  registers "compressed"
+    import harness.integrations.lm_eval  # noqa: F401  registers "compressed"
 
     out = lm_eval.simple_evaluate(
         model="compressed", model_args=model_args, tasks=["harness_sst2"], task_manager=manager, log_samples=True,
@@ -41,7 +41,7 @@ def _evaluate(model_args: str, manager) -> tuple[dict, np.ndarray]:
 
 @pytest.mark.slow
 def test_compressed_model_type_through_simple_evaluate(sst2_tasks, tmp_path, monkeypatch):
-    from harness import fitcache
+    from harness.runner import fitcache
 
     monkeypatch.setenv("HARNESS_FIT_CACHE", str(tmp_path / "fits"))
     fitted, loglik = _evaluate(ARGS, sst2_tasks)
@@ -55,7 +55,7 @@ def test_compressed_model_type_through_simple_evaluate(sst2_tasks, tmp_path, mon
 
 
 def test_model_args_without_a_model_are_a_config_error():
-    import harness.lm_eval_model as lm
+    import harness.integrations.lm_eval as lm
 
     with pytest.raises(ConfigError, match="pretrained=DIR"):
         lm.CompressedLM(adapter="asg")

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.results.store import Store
-from harness.run import RunRequest, execute
+from harness.runner.run import RunRequest, execute
 from tests.conftest import assert_items_reproduce_scores
 
 SMALL_ASG = ("k=64", "m=8", "niter=5")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from harness.compare import compare, value_of
+from harness.measure.compare import compare, value_of
 from harness.measure.metrics import STATISTICS, chance_adjusted_pct_base, majority_share, mean_sd
 from harness.measure.paired import agreement, flip_rate, mcnemar_p, paired_bootstrap, paired_statistic_bootstrap
 from harness.results.records import ItemOutputs, Score

@@ -11,8 +11,8 @@ import torch
 from transformers import set_seed
 
 from harness.adapter import Adapter, FitContext
-from harness.pipeline import Pipeline
-from harness.plan import RunRequest, plan
+from harness.runner.pipeline import Pipeline
+from harness.runner.plan import RunRequest, plan
 from harness.sources import models
 
 

@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.plan import plan
+from harness.runner.plan import plan
 from harness.results.store import Store
-from harness.run import RunRequest, execute
+from harness.runner.run import RunRequest, execute
 
 
 def _rows(db) -> list[dict]:

@@ -15,7 +15,7 @@ from harness.suites.glue import BUDGETS as GLUE_BUDGETS
 from harness.suites.glue import TASKS, Glue, GlueConfig
 from harness.suites.xnli import XNLI, XnliConfig
 
-from harness import senses
+from harness.methods import senses
 from harness.adapter import FitContext
 from harness.sources import corpora, models
 from harness.suite import SuiteContext, Task

@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from harness import senses
+from harness.methods import senses
 from harness.errors import DataError
-from harness.kmeans import fit_threads
+from harness.methods.kmeans import fit_threads
 
 VOCAB = 60
 

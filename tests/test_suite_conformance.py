@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare import items_behind
+from harness.measure.compare import items_behind
 from harness.errors import DataError
 from harness.registry import SUITES
 from harness.results.store import Store
-from harness.run import RunRequest, execute
+from harness.runner.run import RunRequest, execute
 from harness.sources.data import data_root, revisions
 from tests.conftest import assert_items_reproduce_scores
 

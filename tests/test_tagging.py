@@ -11,12 +11,12 @@ from seqeval.metrics import f1_score
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.compare import compare
+from harness.measure.compare import compare
 from harness.measure.metrics import resampled
 from harness.suite import score_items
 from harness.errors import DataError
 from harness.results.store import Store
-from harness.run import RunRequest, execute
+from harness.runner.run import RunRequest, execute
 
 GOLD = [("B-PER", "I-PER", "O", "B-LOC"), ("O", "B-ORG", "I-ORG")]
 PREDICTED = [("B-PER", "I-PER", "O", "O"), ("O", "B-ORG", "O")]  # PER right, LOC missed, ORG cut short

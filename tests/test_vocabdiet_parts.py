@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from harness.errors import ConfigError, DataError
-from harness.vocab import decomposition
-from harness.vocab.decomposition import CAPITALIZED, NO_SPACE, Decomposition
+from harness.methods.vocab import decomposition
+from harness.methods.vocab.decomposition import CAPITALIZED, NO_SPACE, Decomposition
 
 UNIMORPH_ROWS = """walk\twalked\tV;PST
 walk\twalked\tV;V.PTCP;PST
@@ -123,7 +123,7 @@ def test_composed_tables_match_the_dense_composition(tiny_decoder):
 def test_reallocated_tokenizer_round_trips_and_compresses(smollm2_tokenizer, data_dir):
     from harness.suites import texts
 
-    from harness.vocab import reallocation
+    from harness.methods.vocab import reallocation
 
     fit = texts.wikitext("valid", data_dir)[0][:30]
     tokens = reallocation.learn_merges(smollm2_tokenizer, fit, 200)
@@ -145,7 +145,7 @@ def test_reallocated_tokenizer_round_trips_and_compresses(smollm2_tokenizer, dat
 
 
 def test_kl_to_teacher():
-    from harness.distill import kl_to_teacher
+    from harness.methods.distill import kl_to_teacher
 
     teacher = torch.randn(2, 5, 7)
     assert kl_to_teacher(teacher, teacher).abs() < 1e-6

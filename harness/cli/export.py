@@ -19,7 +19,7 @@ def export(
     db: DbOption = None,
 ) -> None:
     """Write a run's compressed model (safetensors + config + tokenizer + model card) for harness.load_compressed, lm-eval and MTEB."""
-    from harness.export import export as run_export
+    from harness.runner.export import export as run_export
     from harness.results.store import Store
 
     with user_errors(), RichProgress() as progress:
@@ -28,7 +28,7 @@ def export(
 
 
 def _cache():
-    from harness import fitcache
+    from harness.runner import fitcache
 
     folder = fitcache.root()
     if folder is None:

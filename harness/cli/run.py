@@ -30,7 +30,7 @@ def run(
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
     from transformers.utils import logging as hf_logging
 
-    from harness.run import RunRequest, execute
+    from harness.runner.run import RunRequest, execute
 
     hf_logging.set_verbosity_error()  # transformers' own progress bars and notices would interleave with ours
     hf_logging.disable_progress_bar()

@@ -1,1 +1,2 @@
-"""Measurement: metrics and statistics (pure functions) and efficiency (latency, memory)."""
+"""Where a score is computed: metrics and paired statistics (pure functions), the comparison of a
+run with its baseline, and efficiency (latency, memory)."""

@@ -88,7 +88,7 @@ class ItemOutputs:
     its UTF-8 bytes; bytes per token: values = a text's bytes, weights = its tokens; entity F1
     (seqeval): values = 2 TP, weights = 2 TP + FP + FN of a sentence. A corpus statistic that is no
     ratio (Spearman, MCC, macro F1) names itself in ``metric`` (``spearman@spearman``, ``f1@macro_f1``:
-    :mod:`harness.compare`): values = each item's prediction, gold = its gold value as a number.
+    :mod:`harness.measure.compare`): values = each item's prediction, gold = its gold value as a number.
     ``ids`` are stable item ids (the row in the source file or the dataset's own id) shared by every
     run that scores the same items.
     """
@@ -111,7 +111,7 @@ class ItemOutputs:
 class Comparison:
     """One score of a run against the same score of its baseline run (the baseline itself included,
     against itself), computed by the runner from both runs' per-item outputs
-    (:mod:`harness.compare`). Fields that need per-item outputs are None when either run has none;
+    (:mod:`harness.measure.compare`). Fields that need per-item outputs are None when either run has none;
     ``p_value`` and ``flip_rate`` need 0/1 items, ``agreement`` stored predictions."""
 
     task: str

@@ -86,7 +86,7 @@ class MeanPooledClassifier(nn.Module):
     @classmethod
     def from_config(cls, config) -> "MeanPooledClassifier":
         """A freshly initialised classifier of ``config`` (labels or regression as it says): what
-        :mod:`harness.saved` rebuilds before loading saved tensors."""
+        :mod:`harness.runner.saved` rebuilds before loading saved tensors."""
         if config.problem_type == "regression":
             return cls(AutoModel.from_config(config), Head("regression"))
         return cls(AutoModel.from_config(config), Head("sequence_classification", tuple(config.id2label[i] for i in range(config.num_labels))))

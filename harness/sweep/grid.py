@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.plan import RunRequest
+from harness.runner.plan import RunRequest
 
 
 @dataclass(frozen=True)

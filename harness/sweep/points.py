@@ -1,4 +1,4 @@
-"""A sweep's points, planned: every request validated by :func:`harness.plan.plan` before any runs,
+"""A sweep's points, planned: every request validated by :func:`harness.runner.plan.plan` before any runs,
 each baseline once per (model, suite settings, profile, seed), and the one function a worker runs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import DataError, HarnessError
-from harness.plan import RunRequest, plan
+from harness.runner.plan import RunRequest, plan
 from harness.results.records import RunRecord, RunSpec
 from harness.sweep.grid import Sweep
 
@@ -71,7 +71,7 @@ def execute_point(point: Point, baseline: RunRecord | None, records_dir: str | P
     """Run one point (plan again where it runs, then the pipeline); the record goes to ``sink``, by
     default the journal only (a worker never opens the database). Returns the final record."""
     from harness.registry import ADAPTERS
-    from harness.run import JournalSink, run_one
+    from harness.runner.run import JournalSink, run_one
 
     if threads:
         import torch

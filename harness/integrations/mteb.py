@@ -1,7 +1,7 @@
 """MTEB: an exported compressed model (``harness export``) as an MTEB encoder.
 
-    import mteb, harness.mteb_model
-    encoder = harness.mteb_model.load("DIR")                 # or harness.mteb_model.meta("DIR").load_model()
+    import mteb, harness.integrations.mteb
+    encoder = harness.integrations.mteb.load("DIR")                 # or harness.integrations.mteb.meta("DIR").load_model()
     mteb.evaluate(encoder, mteb.get_tasks(tasks=["Banking77Classification"]))
 
 The encoder mean-pools the last hidden states of the model's backbone (the export's task head, if
@@ -19,7 +19,7 @@ from pathlib import Path
 from mteb.models.model_meta import ModelMeta
 from torch import nn
 
-from harness import saved
+from harness.runner import saved
 from harness.suites.mteb_encoder import CompressedEncoder, model_meta
 
 

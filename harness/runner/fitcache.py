@@ -1,4 +1,4 @@
-"""The fit cache: an adapter fitted once is saved (:mod:`harness.saved`) and reused by every suite
+"""The fit cache: an adapter fitted once is saved (:mod:`harness.runner.saved`) and reused by every suite
 and rerun that asks for the same fit.
 
 The key is what determines the fitted modules: the model and its revision, the head the adapter
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness import saved
+from harness.runner import saved
 from harness.adapter import Adapter, Applied
 from harness.results.records import CompressionReport, RunSpec
 from harness.sources import corpora

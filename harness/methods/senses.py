@@ -7,7 +7,7 @@ Section 3.3).
    segment ids), encoded as the task's model reads them; :func:`collect` runs the model over them
    and keeps, per token id, a uniform sample of at most ``cap`` last-layer vectors
    (:class:`TokenVectors`).
-2. :func:`build` clusters each token's vectors into its senses (:mod:`harness.kmeans`, or Markov
+2. :func:`build` clusters each token's vectors into its senses (:mod:`harness.methods.kmeans`, or Markov
    clustering to pick the number per token) and returns a :class:`SenseDictionary`.
 3. :meth:`SenseDictionary.attach` installs the drop-in on a model; :func:`sense_cross_entropy` is
    the SKD loss.
@@ -59,7 +59,7 @@ from torch import nn
 from harness.adapter import TokenStorage
 from harness.config import require_positive
 from harness.errors import ConfigError, DataError
-from harness.kmeans import KmeansSettings, fit_threads, kmeans
+from harness.methods.kmeans import KmeansSettings, fit_threads, kmeans
 from harness.sources.corpora import Text
 
 Clustering = Literal["kmeans", "mcl"]
@@ -347,7 +347,7 @@ class SenseDictionary(nn.Module, TokenStorage):
         self.reattach(model)
 
     def reattach(self, model: nn.Module) -> None:
-        """The forward hook alone: what :mod:`harness.saved` reinstalls after rebuilding a saved model."""
+        """The forward hook alone: what :mod:`harness.runner.saved` reinstalls after rebuilding a saved model."""
         backbone_of(model).register_forward_hook(self._swap, with_kwargs=True)
 
     def _swap(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:

@@ -2,7 +2,7 @@
 
 Registered with lm-eval's ``register_model`` when this module is imported::
 
-    import lm_eval, harness.lm_eval_model
+    import lm_eval, harness.integrations.lm_eval
     lm_eval.simple_evaluate(model="compressed", model_args="pretrained=DIR", tasks=[...])      # an export
     lm_eval.simple_evaluate(model="compressed", model_args="base=smollm2,adapter=asg,k=1024", tasks=[...])
     harness-lm-eval --model compressed --model_args pretrained=DIR --tasks ...                # lm-eval's CLI
@@ -28,8 +28,8 @@ from harness.errors import ConfigError
 
 def fit(base: str, adapter: str, settings: dict[str, Any], profile: str = "smoke", seed: int = 0):
     """(model, tokenizer): ``adapter`` fitted on ``base`` as a ``harness run --suite lm_eval`` would."""
-    from harness.export import fitted_model
-    from harness.plan import RunRequest, plan
+    from harness.runner.export import fitted_model
+    from harness.runner.plan import RunRequest, plan
 
     text = {True: "true", False: "false", None: "none"}
     values = tuple(f"adapter.{k}={text.get(v, v) if isinstance(v, (bool, type(None))) else v}" for k, v in settings.items())

@@ -28,10 +28,10 @@ from typing import Any
 from torch import nn
 from transformers import set_seed
 
-from harness import fitcache
+from harness.runner import fitcache
 from harness.adapter import Adapter, Applied, FitContext, ProgressFn
 from harness.measure.efficiency import measure
-from harness.plan import Plan
+from harness.runner.plan import Plan
 from harness.results.records import (
     BASE_PHASE,
     CompressionReport,

@@ -2,11 +2,11 @@
 :func:`harness.load_compressed`, lm-eval (``--model compressed``) and MTEB load without refitting.
 
 The run's request is planned again from its record, so the fitted adapter comes from the fit cache
-(:mod:`harness.fitcache`) when the run left an entry there, and is fitted once more (and cached)
+(:mod:`harness.runner.fitcache`) when the run left an entry there, and is fitted once more (and cached)
 otherwise, for adapters that act before fine-tuning. The model is the one the adapter produced on
 the suite's first task, before any fine-tuning (a fine-tuned classifier is not exported); an
 ``after_finetune`` adapter's fit exists only in the cache of the run that fine-tuned. Beside the
-model (:mod:`harness.saved`), the folder gets a model card (``README.md``): method and paper,
+model (:mod:`harness.runner.saved`), the folder gets a model card (``README.md``): method and paper,
 settings, compression report, the run's scores with their CIs, and how to load it.
 """
 
@@ -20,12 +20,12 @@ from pathlib import Path
 
 from transformers import set_seed
 
-from harness import fitcache, saved
+from harness.runner import fitcache, saved
 from harness.adapter import ProgressFn, no_progress
 from harness.config import as_dict
 from harness.errors import ConfigError
-from harness.pipeline import Pipeline
-from harness.plan import Plan, RunRequest, plan
+from harness.runner.pipeline import Pipeline
+from harness.runner.plan import Plan, RunRequest, plan
 from harness.registry import ADAPTERS, SUITES
 from harness.results.records import RunRecord, RunSpec
 from harness.results.store import Store
@@ -90,8 +90,8 @@ def model_card(rec: RunRecord, applied, info: fitcache.FitInfo) -> str:
         "", "The model is the adapter's output on the suite's first task before any fine-tuning.", "",
         "## Load", "", "```python", "import harness", "model, tokenizer = harness.load_compressed(\"DIR\")", "```", "",
         "lm-eval: `harness-lm-eval --model compressed --model_args pretrained=DIR --tasks ...` (lm-eval's CLI with the "
-        "type registered), or `import harness.lm_eval_model` before `lm_eval.simple_evaluate(model=\"compressed\", ...)`; "
-        "MTEB: `harness.mteb_model.load(\"DIR\")`.", "",
+        "type registered), or `import harness.integrations.lm_eval` before `lm_eval.simple_evaluate(model=\"compressed\", ...)`; "
+        "MTEB: `harness.integrations.mteb.load(\"DIR\")`.", "",
     ]
     return "\n".join(lines)
 

@@ -1,8 +1,8 @@
 """The runner: baseline first, then the method, each reused when an identical finished run exists.
 
-    plan (validate everything, cheap; harness.plan) -> prepare data once -> for baseline, method:
-        reuse a finished identical run, or: record "running" -> pipeline (harness.pipeline)
-        -> %Base and the paired comparison with the baseline (harness.compare) -> save
+    plan (validate everything, cheap; harness.runner.plan) -> prepare data once -> for baseline, method:
+        reuse a finished identical run, or: record "running" -> pipeline (harness.runner.pipeline)
+        -> %Base and the paired comparison with the baseline (harness.measure.compare) -> save
 
 A reused baseline's per-item outputs come from the store, so a method run compares item by item
 with a baseline run earlier; the baseline is compared with itself (its "above chance" flag).
@@ -29,11 +29,11 @@ from typing import Protocol
 import numpy as np
 
 from harness.adapter import Adapter, ProgressFn, no_progress
-from harness.compare import compare
+from harness.measure.compare import compare
 from harness.measure.metrics import pct_base
-from harness.pipeline import Pipeline
-from harness.plan import Plan, RunRequest, plan
-from harness.provenance import git_sha, hardware, versions
+from harness.runner.pipeline import Pipeline
+from harness.runner.plan import Plan, RunRequest, plan
+from harness.runner.provenance import git_sha, hardware, versions
 from harness.registry import ADAPTERS
 from harness.errors import StoreError
 from harness.results.journal import Journal
