@@ -53,6 +53,7 @@ Choices where the paper is open (the extraction also lost most inline symbols), 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -231,6 +232,12 @@ class VocabularyProjection(nn.Module):
         self.register_buffer("anchor_count", count.to(torch.uint8))  # (V,) n_w in [1, n_max]
 
     @classmethod
+    def empty(cls, words: int, anchors: int, slots: int, dim: int) -> VocabularyProjection:
+        """A table of the given shape with unset values, for saved ones to be loaded into."""
+        return cls(torch.empty(anchors, dim), torch.empty(words, slots, dtype=torch.long), torch.empty(words, slots),
+                   torch.empty(words, dtype=torch.uint8))
+
+    @classmethod
     def project(cls, dictionary: AnchorDictionary, threshold: float) -> VocabularyProjection:
         """Eq. 1-2: keep the anchors whose weight is above ``threshold`` (the largest always)."""
         with torch.no_grad():
@@ -309,21 +316,34 @@ class SegmentAwareAttention(nn.Module):
 class AdeForSequenceClassification(nn.Module):
     """VP lookup -> GPE -> SAT (one self-attention layer) -> attention pooling -> classifier, with
     a transformers sequence classifier's interface: ``forward(input_ids, attention_mask, labels)``
-    returns ``.loss`` and ``.logits``. ``config`` is the base model's (vocab size, labels).
+    returns ``.loss`` and ``.logits``. ``config`` is a copy of the base model's (vocabulary, labels,
+    heads) whose entry ``ade`` holds the shapes and settings of this model, so :meth:`from_config`
+    rebuilds it from a saved ``config.json`` (the fit cache, ``harness export``).
     ``training_recipe`` (learning rate, warm-up) replaces the suite's fine-tuning rate: this model
     is trained from its distilled anchors and random SAT weights, not fine-tuned."""
 
     def __init__(self, projection: VocabularyProjection, config, sat: bool, dropout: float = 0.1, training_recipe: dict | None = None):
         super().__init__()
-        self.training_recipe = training_recipe or {}
+        self.training_recipe = dict(training_recipe or {})
         dim = projection.embedding_dim
-        self.config = config
+        self.config = copy.deepcopy(config)
+        self.config.ade = {
+            "words": projection.num_embeddings, "anchors": len(projection.anchors), "slots": projection.anchor_index.shape[1],
+            "dim": dim, "sat": sat, "dropout": dropout, "training_recipe": self.training_recipe,
+        }
         self.projection = projection
         self.attention = SegmentAwareAttention(dim, config.num_attention_heads) if sat else None
         self.norm = nn.LayerNorm(dim)
         self.pool_score = nn.Linear(dim, 1)  # attention pooling: one score per anchor
         self.classifier = nn.Linear(dim, config.num_labels)
         self.dropout = nn.Dropout(dropout)
+
+    @classmethod
+    def from_config(cls, config) -> AdeForSequenceClassification:
+        """The model ``config.ade`` describes, its tensors unset (:mod:`harness.runner.saved` loads them)."""
+        ade = config.ade
+        projection = VocabularyProjection.empty(ade["words"], ade["anchors"], ade["slots"], ade["dim"])
+        return cls(projection, config, ade["sat"], ade["dropout"], ade["training_recipe"])
 
     def get_input_embeddings(self) -> VocabularyProjection:
         return self.projection

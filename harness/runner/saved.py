@@ -8,9 +8,11 @@ A saved directory holds::
     harness.json         architecture, adapter name + config, the adapter's modules (below), report, details
     tokenizer files      the tokenizer the run used after the adapter (a changed one, or the base one)
 
-Loading builds the architecture from ``config.json`` (a transformers class, or the harness's own
-:class:`~harness.sources.heads.MeanPooledClassifier`), lets the adapter's *registered* class rebuild
-its modules (:meth:`harness.adapter.Adapter.rebuild`), then loads the tensors strictly.
+Loading builds the architecture from ``config.json`` (a transformers class, or a harness class with
+``from_config(config)``: :class:`~harness.sources.heads.MeanPooledClassifier`, ADE's SAT classifier),
+lets the adapter's *registered* class rebuild its modules (:meth:`harness.adapter.Adapter.rebuild`),
+loads the tensors strictly, and freezes the parameters that were frozen when it was saved (the rest
+train), so a loaded fit fine-tunes as the fresh one does.
 
 The adapter's modules are described as data by :mod:`harness.rebuild`.
 """
@@ -48,6 +50,7 @@ class Saved:
     report: dict[str, Any] = dataclasses.field(default_factory=dict)
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)   # run, model, spec: free-form provenance
+    frozen: list[str] = dataclasses.field(default_factory=list)      # parameters that do not train (requires_grad False)
     dtype: str = "float32"
     format: int = FORMAT
 
@@ -69,6 +72,7 @@ def save(directory: Path, model: nn.Module, tokenizer: Any, adapter: str, adapte
     floats = [p.dtype for n, p in model.named_parameters() if p.is_floating_point()]
     saved = Saved(
         architecture_of(model), adapter, adapter_config, modules, report or {}, details or {}, meta or {},
+        [name for name, p in model.named_parameters() if not p.requires_grad],
         str(floats[0] if floats else torch.float32).removeprefix("torch."),
     )
     model.config.save_pretrained(directory)
@@ -106,6 +110,8 @@ def load(directory: Path) -> tuple[nn.Module, Any, Saved]:
     if missing or unexpected:
         raise DataError(f"{directory / WEIGHTS} does not match the rebuilt model (missing {sorted(missing)[:3]}, "
                         f"unexpected {sorted(unexpected)[:3]}); export it again")
+    for name, p in model.named_parameters():  # what trains after the fit trains after loading
+        p.requires_grad_(name not in saved.frozen)
     return model.eval(), _tokenizer(directory), saved
 
 
