@@ -185,7 +185,9 @@ class Adapter(ABC):
     * ``needs_teacher``: a frozen copy of the model it receives arrives as ``fit.teacher``.
     * ``stage``: ``before_finetune`` (the default) or ``after_finetune``.
     * ``kinds``: the model kinds it supports (``encoder``, ``decoder``).
-    * ``cacheable``: whether its fit is worth keeping in the fit cache (:mod:`harness.runner.fitcache`).
+    * ``cacheable``: whether its fit can be kept in the fit cache (:mod:`harness.runner.fitcache`):
+      False when nothing is fitted (``none``) or when its fitted model cannot be saved
+      (:meth:`rebuild`); it is then fitted on every run, and the run's fit details say why.
     * ``heads``: the task heads (:class:`~harness.suite.Head` kinds) it supports, for a method that
       builds the task model itself instead of replacing tables inside it (ADE's SAT classifier);
       None, the default, is any head. The plan refuses a suite with another head before any work.
@@ -209,7 +211,7 @@ class Adapter(ABC):
     needs_teacher: ClassVar[bool] = False
     stage: ClassVar[Stage] = "before_finetune"
     kinds: ClassVar[tuple[str, ...]] = ("encoder", "decoder")
-    cacheable: ClassVar[bool] = True  # False: nothing is fitted, so the fit cache keeps no copy (harness.runner.fitcache)
+    cacheable: ClassVar[bool] = True  # False: fitted on every run, never saved to the fit cache (see above)
     heads: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, config: Any | None = None):

@@ -190,5 +190,6 @@ def skeleton(architecture: str, config: Any) -> nn.Module:
         return getattr(transformers, name)(config)
     cls = _import_class(architecture, ("harness",))
     if not hasattr(cls, "from_config"):
-        raise ConfigError(f"{architecture} has no from_config(config), so a saved copy cannot be rebuilt; this adapter's models cannot be exported yet")
+        raise ConfigError(f"{architecture} has no from_config(config), so a saved copy cannot be rebuilt; give it one "
+                          "(adapters/ade.py has an example), or declare the adapter cacheable = False")
     return cls.from_config(config)

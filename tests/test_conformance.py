@@ -168,16 +168,13 @@ def test_saved_model_rebuilds_identically(name, kind, tiny_tokenizer, data_dir, 
 
     applied, _ = _apply(name, kind, tiny_tokenizer, data_dir)
     model = applied.model.eval()
-    if not hasattr(type(model), "from_config") and not type(model).__module__.startswith("transformers."):
-        # a model class the adapter built itself (ADE's SAT classifier) without from_config: export refuses, one line
-        with pytest.raises(ConfigError, match="cannot be exported yet"):
-            saved.save(tmp_path, model, applied.tokenizer, name, dataclasses.asdict(_small_config(ADAPTERS.get(name))))
-        return
     saved.save(tmp_path, model, applied.tokenizer, name, dataclasses.asdict(_small_config(ADAPTERS.get(name))))
     loaded, tokenizer, _ = saved.load(tmp_path)
     assert {p: type(m) for p, m in loaded.named_modules()} == {p: type(m) for p, m in model.named_modules()}
     a, b = model.state_dict(), loaded.state_dict()
     assert a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a)
+    trains = lambda m: {n for n, p in m.named_parameters() if p.requires_grad}  # noqa: E731
+    assert trains(loaded) == trains(model)  # a cached fit fine-tunes what the fresh one does
     text = ["the cat sat on the mat", "a dog ran"]
     assert tokenizer(text)["input_ids"] == applied.tokenizer(text)["input_ids"]
     ids = torch.tensor(tokenizer(text, padding=True)["input_ids"])

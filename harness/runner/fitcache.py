@@ -24,12 +24,15 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from harness import rebuild
 from harness.runner import saved
 from harness.adapter import Adapter, Applied
+from harness.errors import ConfigError
 from harness.results.records import CompressionReport, RunSpec
 from harness.sources import corpora
 from harness.sources.models import cache_dir
@@ -46,7 +49,8 @@ class FitInfo:
     reused: bool
     fit_seconds: float
     load_seconds: float = 0.0
-    key: str | None = None  # the cache entry's digest; None when the cache is off
+    key: str | None = None  # the cache entry's digest; None when the fit was not cached
+    note: str | None = None  # why the fit was not cached (the cache off, an adapter that declares its fit not cacheable)
 
     def details(self) -> dict[str, Any]:
         return {"fit_cache": dataclasses.asdict(self)}
@@ -60,7 +64,7 @@ def code_version(adapter_cls: type[Adapter]) -> str:
     """sha256 of the adapter's source file, of the harness modules it uses directly (kmeans,
     senses, vocab ...) and of the harness modules that save and rebuild it."""
     module = inspect.getmodule(adapter_cls)
-    names = {module.__name__, saved.__name__, Adapter.__module__}
+    names = {module.__name__, saved.__name__, rebuild.__name__, Adapter.__module__}
     for value in vars(module).values():
         owner = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
         if isinstance(owner, str) and owner.startswith("harness."):
@@ -133,8 +137,12 @@ class FitCache:
         final = self.folder / digest(k)
         temp = self.folder / f".{digest(k)}.{os.getpid()}.tmp"
         shutil.rmtree(temp, ignore_errors=True)
-        saved.save(temp, applied.model, applied.tokenizer, k["adapter"], k["adapter_config"],
-                   dataclasses.asdict(applied.report), applied.details, {"key": k})
+        try:
+            saved.save(temp, applied.model, applied.tokenizer, k["adapter"], k["adapter_config"],
+                       dataclasses.asdict(applied.report), applied.details, {"key": k})
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
         manifest = {"key": k, "fit_seconds": fit_seconds, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": saved.checksums(temp)}
         (temp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
         if (final / MANIFEST).is_file():  # another process finished the same fit first
@@ -163,19 +171,31 @@ class FitCache:
         return removed
 
 
-def fitted(k: dict[str, Any], fit: Callable[[], Applied], cacheable: bool = True) -> tuple[Applied, FitInfo]:
-    """``fit()``'s result, taken from the cache when an intact entry of ``k`` exists, else fitted
-    now (and saved when the cache is on and the adapter is ``cacheable``)."""
-    folder = root()
-    cache = FitCache(folder) if folder is not None and cacheable else None
-    if cache is not None:
-        start = time.perf_counter()
-        hit = cache.get(k)
-        if hit is not None:
-            return hit[0], FitInfo(True, hit[1], time.perf_counter() - start, digest(k))
+def _fit_now(fit: Callable[[], Applied]) -> tuple[Applied, float]:
     start = time.perf_counter()
     applied = fit()
-    seconds = time.perf_counter() - start
-    if cache is not None:
+    return applied, time.perf_counter() - start
+
+
+def fitted(k: dict[str, Any], fit: Callable[[], Applied], cacheable: bool = True) -> tuple[Applied, FitInfo]:
+    """``fit()``'s result, taken from the cache when an intact entry of ``k`` exists, else fitted
+    now and saved there. Fitted every time, with a note saying why, when the cache is off, when the
+    adapter declares ``cacheable = False``, or when its fitted model cannot be saved (a plugin whose
+    modules :mod:`harness.rebuild` cannot describe): a fit that cannot be cached never fails a run."""
+    folder = root()
+    if folder is None or not cacheable:
+        applied, seconds = _fit_now(fit)
+        why = "the fit cache is off (HARNESS_FIT_CACHE=off)" if folder is None else f"adapter '{k['adapter']}' declares cacheable = False"
+        return applied, FitInfo(False, seconds, note=why)
+    cache = FitCache(folder)
+    start = time.perf_counter()
+    hit = cache.get(k)
+    if hit is not None:
+        return hit[0], FitInfo(True, hit[1], time.perf_counter() - start, digest(k))
+    applied, seconds = _fit_now(fit)
+    try:
         cache.put(k, applied, seconds)
-    return applied, FitInfo(False, seconds, 0.0, digest(k) if cache is not None else None)
+    except ConfigError as err:  # the fitted model cannot be saved
+        warnings.warn(f"adapter '{k['adapter']}': fit not cached: {err}", stacklevel=2)
+        return applied, FitInfo(False, seconds, note=f"not cached: {err}")
+    return applied, FitInfo(False, seconds, 0.0, digest(k))
