@@ -12,6 +12,10 @@ Product quantization of the token-embedding table E (V x D):
 * Section 3.3: shared-codebook variant, one k-means over all V*m segments, one codebook of k.
 * Appendix B: embedding params k*m*(D/m) = k*D, so the fraction kept is k/V.
 * Appendix C: the V x m ConceptID map is fixed, not a parameter; it is counted in storage.
+* Section 4.1 / Table 1: k is sized to the vocabulary, k/V about 0.4-0.5% (mBERT, V = 119,547:
+  k = 512; XLM-R, V = 250,002: k = 1,024). The default ``k = 0`` applies that rule to the model's
+  own table (:func:`size_rule_k`): 1,024 for me5-small (XLM-R's vocabulary), 128 for MiniLM, 256
+  for SmolLM2; the k used is stored in the run's details.
 
 Choices where the paper is open, written down here:
 
@@ -60,24 +64,36 @@ BUDGETS = Budgets(
 
 @dataclass(frozen=True)
 class AsgConfig:
-    k: int = 512          # Concept Vectors per codebook; fraction of embedding params kept = k/V
+    k: int = 0            # Concept Vectors per codebook (fraction of embedding params kept = k/V); 0 = size_rule_k(V)
     m: int = 48           # segments; the hidden size must divide by m
     shared: bool = False  # one codebook for all m segment positions (Section 3.3)
     output: bool = True   # also replace the output embedding when the model has one (Section 2.4)
     niter: int = 25       # k-means iterations (faiss default)
 
     def __post_init__(self) -> None:
-        require_positive(k=self.k, m=self.m, niter=self.niter)
-        if self.k < 2:
-            raise ConfigError(f"k={self.k} must be at least 2; set --set k=512 or another 1 < k <= V")
+        require_positive(m=self.m, niter=self.niter)
+        if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 0:
+            raise ConfigError(f"k={self.k} must be a positive integer, or 0 for the paper's size rule")
+        if self.k == 1:
+            raise ConfigError(f"k={self.k} must be at least 2; set --set k=1024 or another 1 < k <= V (0: the paper's size rule)")
+
+    def k_for(self, vocab: int) -> int:
+        """The k this config quantizes a V-row table with: its own, or the paper's size rule."""
+        return self.k or size_rule_k(vocab)
 
     def check_table(self, vocab: int, dim: int) -> None:
         """Validate against the table this config will quantize (V x D)."""
         if dim % self.m:
             divisors = [d for d in (8, 12, 16, 24, 32, 48, 64, 96) if dim % d == 0]
             raise ConfigError(f"m={self.m} does not divide the hidden size {dim}; pick m from {divisors}")
-        if self.k > vocab:
-            raise ConfigError(f"k={self.k} exceeds the vocabulary size {vocab}; pick 1 < k <= {vocab}")
+        if self.k_for(vocab) > vocab:
+            raise ConfigError(f"k={self.k_for(vocab)} exceeds the vocabulary size {vocab}; pick 1 < k <= {vocab}")
+
+
+def size_rule_k(vocab: int, share: float = 0.0045) -> int:
+    """Paper 000's size rule: k/V about 0.4-0.5% (Table 1: mBERT k = 512, XLM-R k = 1,024), as the
+    power of two nearest ``share`` x V (at least 2)."""
+    return max(2, 2 ** round(np.log2(share * vocab)))
 
 
 def concept_id_dtype(k: int) -> torch.dtype:
@@ -218,16 +234,20 @@ class AsgAdapter(Adapter):
         """Quantize a (V, D) table into a :class:`ConceptEmbedding`."""
         cfg = self.config
         cfg.check_table(*table.shape)
+        k = cfg.k_for(table.shape[0])
         values = table.detach().float().cpu().numpy()
         with fit_threads(fit.threads):
-            codebooks, codes = product_quantize(values, cfg.k, cfg.m, cfg.shared, self.settings(fit), fit.seed, fit.progress)
+            codebooks, codes = product_quantize(values, k, cfg.m, cfg.shared, self.settings(fit), fit.seed, fit.progress)
         books = torch.from_numpy(codebooks).to(device=table.device, dtype=table.dtype)
-        return ConceptEmbedding(books, torch.from_numpy(codes).to(table.device), cfg.k, cfg.shared)
+        return ConceptEmbedding(books, torch.from_numpy(codes).to(table.device), k, cfg.shared)
 
     def settings(self, fit: FitContext) -> KmeansSettings:
         """The k-means settings of this fit: the config's iterations under the profile's budget."""
         return budget_of(fit.budget).settings(self.config.niter)
 
     def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
+        vocab = model.get_input_embeddings().weight.shape[0]
         model = replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output)
-        return Compressed(model, details={"kmeans": self.settings(fit).record()})
+        k = self.config.k_for(vocab)
+        return Compressed(model, details={"kmeans": self.settings(fit).record(), "k": k,
+                                          "k_rule": "set" if self.config.k else "paper 000: power of two nearest 0.45% of V"})

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from harness.adapters.asg import (
+    size_rule_k,
     AsgAdapter,
     AsgConfig,
     ConceptEmbedding,
@@ -150,7 +151,7 @@ def test_compression_report_on_encoder(minilm_ref):
 
 @pytest.mark.parametrize(
     "cfg, fragment",
-    [({"k": 1}, "at least 2"), ({"k": 0}, "positive"), ({"m": -4}, "positive"), ({"niter": 0}, "positive")],
+    [({"k": 1}, "at least 2"), ({"k": -1}, "positive"), ({"m": -4}, "positive"), ({"niter": 0}, "positive")],
 )
 def test_invalid_config_rejected(cfg, fragment):
     with pytest.raises(ConfigError, match=fragment):
@@ -162,3 +163,20 @@ def test_config_checked_against_table():
         AsgConfig(m=7).check_table(30522, 384)
     with pytest.raises(ConfigError, match="exceeds the vocabulary"):
         AsgConfig(k=40000).check_table(30522, 384)
+
+
+
+@pytest.mark.parametrize("vocab, k", [(119_547, 512), (250_002, 1024), (250_037, 1024), (30_522, 128), (49_152, 256), (300, 2)])
+def test_default_k_follows_the_papers_size_rule(vocab, k):
+    """Paper 000 Table 1: k/V about 0.4-0.5% (mBERT 512, XLM-R 1,024); the default k = 0 applies it."""
+    assert size_rule_k(vocab) == k
+    assert AsgConfig().k_for(vocab) == k and AsgConfig(k=64).k_for(vocab) == 64
+
+
+def test_default_k_is_the_one_fitted_and_recorded(tiny_decoder):
+    """The rule's k reaches the codebooks and the run's details (V = 512: 0.45% is 2.3, so k = 2)."""
+    applied = AsgAdapter(AsgConfig(m=8)).apply(tiny_decoder, FitContext(seed=0))
+    concepts = applied.model.get_input_embeddings()
+    assert concepts.k == 2 and concepts.codebooks.shape == (8 * 2, 8)
+    assert applied.details["k"] == 2 and applied.details["k_rule"].startswith("paper 000")
+    assert applied.report.emb_param_fraction == pytest.approx(2 / 512)
