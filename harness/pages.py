@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import struct
 from typing import Iterable
 
 import torch
 from torch import nn
 
-PAGE = 4096
+PAGE = os.sysconf("SC_PAGE_SIZE")  # the system's page size (4 KiB on x86-64, 16 or 64 KiB on some ARM kernels)
 _PRESENT, _FILE = 1 << 63, 1 << 61
 _MADV_DONTNEED = 4
 
