@@ -1,6 +1,7 @@
 """The leaderboard: ``harness leaderboard``, or ``streamlit run`` this file with ``HARNESS_DB`` set.
 
-Reads the results database read-only and never writes. Answers are cached until the file changes,
+Opens on the overview (a row per method configuration, a column per suite), then one chart at a
+time with its tabs. Reads the results database read-only and never writes. Answers are cached until the file changes,
 so page views rarely open it; a database held by a running writer is retried briefly, and if it
 stays busy the page says so and shows what it read last in this session.
 """
@@ -11,14 +12,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+import pandas as pd
 import streamlit as st
-from harness.leaderboard import pages, plots, queries
+from harness.leaderboard import frames, landing, overview, pages, plots, queries, significance
 
 from harness.errors import StoreBusyError, StoreError
 from harness.results.store import default_path
 
 TITLE = "Compressed-embedding leaderboard"
-TABS = ["Pareto", "Table", "Languages", "Efficiency", "Run detail"]
+TABS = ["Pareto", "Table", "Languages", "Efficiency", "Run detail"]  # below the overview, for the chart picked
 
 
 def first_run(path: Path, paper_rows: int = 0) -> None:
@@ -31,8 +34,12 @@ def first_run(path: Path, paper_rows: int = 0) -> None:
 
 
 QUERIES: dict[str, Callable] = {
-    "overview": queries.overview,
-    "snapshot": queries.snapshot,
+    "landing": queries.landing,
+    "scores": queries.scores,
+    "efficiency": queries.efficiency,
+    "runs": queries.runs,
+    "papers": queries.paper_points,
+    "items": queries.items,
     "run": lambda store, run_id: store.load(run_id),
 }
 
@@ -71,16 +78,45 @@ def read(name: str, path: Path, *args):
     return value
 
 
-def sidebar(overview: queries.Overview, path: Path) -> queries.Filters:
-    st.sidebar.header("Filters")
-    chosen = [
-        tuple(st.sidebar.multiselect(label, values, default=values))
-        for label, values in zip(("model", "suite", "profile"), (overview.options.models, overview.options.suites, overview.options.profiles))
-    ]
-    st.sidebar.caption(
-        f"{overview.runs} runs ({overview.failed} failed), {overview.paper_rows} paper rows, read-only from `{path}`"
-    )
-    return queries.Filters(*chosen)
+@st.cache_data(max_entries=64, show_spinner=False)
+def significance_groups(path: str, version: tuple, points: pd.DataFrame) -> pd.Series:
+    """The chart's significance groups by variant (per-item outputs of the compared runs only), cached
+    until the database changes."""
+    pairs = significance.plan(points)
+    if pairs.empty:
+        return pd.Series(dtype=object)
+    r = points.iloc[0]
+    needed = tuple(sorted(set(pairs.run_id.dropna()) | set(pairs.best)))
+    items = QUERIES["items"](queries.reader(path), needed, r.task, r.metric)
+    return significance.groups(pairs, items, np.random.default_rng(0), r.task, r.language, r.metric, bool(r.higher_is_better))
+
+
+def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landing.Cell | None, paper_rows: int, failed: int) -> None:
+    """The chart on screen and its views as tabs; only the open tab reads and draws (its tab is in the URL)."""
+    view = queries.View(chart.suite, chart.model, chart.profile)
+    same = (summary.suite == chart.suite) & (summary.model == chart.model) & (summary.profile == chart.profile)
+    rows = summary[same & summary.task.eq(chart.task) & summary.metric.eq(chart.metric)]
+    points = frames.over_seeds(rows).assign(setting=lambda d: d.setting.fillna(""))
+    papers = frames.matching_papers(read("papers", path, (chart.suite,)), chart.suite, chart.task, chart.metric, chart.shots, chart.setting or "")
+    colours = plots.adapter_colours([*summary.adapter, *papers.method])
+    selected = summary.set_index("run_id").variant.get(cell.run_id) if cell else None
+    pareto, table, languages, efficiency, detail = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
+    if pareto.open:
+        with pareto:
+            groups = lambda: significance_groups(str(path), stamp(path), rows)  # noqa: E731
+            pages.pareto(points, papers, colours, paper_rows, groups, selected)
+    if table.open:
+        with table:
+            pages.table(summary[same], read("efficiency", path, view), failed)
+    if languages.open:
+        with languages:
+            pages.languages(read("scores", path, view))
+    if efficiency.open:
+        with efficiency:
+            pages.efficiency(read("efficiency", path, view), colours)
+    if detail.open:
+        with detail:
+            pages.run_detail(read("runs", path, view), lambda run_id: read("run", path, run_id), papers, cell.run_id if cell else None)
 
 
 def main() -> None:
@@ -91,24 +127,20 @@ def main() -> None:
     if not path.exists() or path.stat().st_size == 0:
         first_run(path)
         return
-    overview = read("overview", path)
-    if overview.runs == 0:
-        first_run(path, overview.paper_rows)
+    data = read("landing", path)
+    if data.runs == 0 or data.summary.empty:
+        first_run(path, data.paper_rows)
         return
-    filters = sidebar(overview, path)
-    data = read("snapshot", path, filters)
-    colours = plots.adapter_colours([*data.runs.adapter, *data.papers.method])
-    pareto, table, languages, efficiency, detail = st.tabs(TABS)
-    with pareto:
-        pages.pareto(data, colours, overview.paper_rows)
-    with table:
-        pages.table(data, overview.failed)
-    with languages:
-        pages.languages(data)
-    with efficiency:
-        pages.efficiency(data, colours)
-    with detail:
-        pages.run_detail(data, lambda run_id: read("run", path, run_id))
+    summary, aggregate = landing.filtered(data.summary)
+    st.sidebar.caption(f"{data.runs} runs ({data.failed} failed), {data.paper_rows} paper rows, read-only from `{path}`")
+    table = overview.build(summary, aggregate)
+    if table.display.empty:
+        st.info(pages.NO_MATCH)
+        return
+    headlines = summary.drop_duplicates("suite").set_index("suite").apply(lambda r: f"{r.task} {r.metric}", axis=1).to_dict()
+    cell = landing.table(table, headlines)
+    chart = landing.chart_picker(landing.views(summary, table.suites), cell, summary)
+    chart_tabs(path, summary, chart, cell, data.paper_rows, data.failed)
 
 
 if __name__ == "__main__":  # streamlit runs this file as __main__; importing it draws nothing

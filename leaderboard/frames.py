@@ -1,4 +1,4 @@
-"""Pure table transforms behind the pages: headline scores, their mean and sd over seeds, the papers'
+"""Pure table transforms behind the pages: headline scores' mean and sd over seeds, the papers'
 points per chart (same setting only), the Pareto frontier, the leaderboard table, per-language %Base
 and efficiency ratios. DataFrames in, DataFrames out; no I/O."""
 
@@ -9,6 +9,8 @@ import json
 import re
 
 import pandas as pd
+
+from harness.results.summary import MARKERS
 
 GROUP = ["suite", "model", "profile", "task", "metric", "setting"]  # one Pareto chart / heatmap each
 TABLE_COLUMNS = {
@@ -45,27 +47,18 @@ def task_key(task: str) -> str:
     return re.sub(r"[^a-z0-9]", "", task.lower())
 
 
-def headline(scores: pd.DataFrame) -> pd.DataFrame:
-    """One row per run, task and metric: the ``avg`` language row, or the only row there is."""
-    keys = ["run_id", "task", "metric"]
-    size = scores.groupby(keys)["language"].transform("size")
-    has_avg = scores.assign(is_avg=scores.language.eq("avg")).groupby(keys)["is_avg"].transform("any")
-    return scores[scores.language.eq("avg") | (~has_avg & size.eq(1))].reset_index(drop=True)
-
-
-def over_seeds(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration (variant), task, language and metric: the mean over its seeds of
-    scores, %Base and the comparison (newest run per seed), their sd (NaN for one seed), the number
-    of seeds, ``at_chance`` when the baseline of any seed is not above chance, and the newest run's
-    other columns (run_id, config, storage ...)."""
-    keys = ["variant", "task", "language", "metric"]
-    rows = rows.assign(variant=rows.variant.fillna(rows.run_id))  # runs stored before variants: each its own
+def over_seeds(rows: pd.DataFrame, by_seed: bool = False) -> pd.DataFrame:
+    """One row per configuration (variant), task, language and metric of summary rows
+    (:mod:`harness.results.summary`): the mean over its seeds of scores, %Base and the comparison
+    (newest run per seed), their sd (NaN for one seed), the number of seeds, each marker of
+    :data:`~harness.results.summary.MARKERS` when any seed has it, and the newest run's other columns
+    (run_id, config ...). ``by_seed``: one row per seed instead (nothing averaged)."""
+    keys = ["variant", "task", "language", "metric"] + (["seed"] if by_seed else [])
     newest = rows.sort_values("finished_at").drop_duplicates([*keys, "seed"], keep="last")
-    at_chance = newest.baseline_above_chance.map(lambda v: v is not None and not pd.isna(v) and not bool(v))
-    grouped = newest.assign(at_chance=at_chance).groupby(keys, sort=False)
+    grouped = newest.groupby(keys, sort=False)
     stats = grouped[SEED_MEANS].mean().join(grouped[["value", "pct_base"]].std().add_suffix("_sd"))
-    stats = stats.join(grouped.agg(seeds=("seed", "nunique"), at_chance=("at_chance", "any")))
-    last = grouped.tail(1).set_index(keys).drop(columns=[*SEED_MEANS, "at_chance", "seed"])
+    stats = stats.join(grouped.agg(seeds=("seed", "nunique"), **{m: (m, "any") for m in MARKERS}))
+    last = grouped.tail(1).set_index(keys).drop(columns=[*SEED_MEANS, *MARKERS] + ([] if by_seed else ["seed"]))
     return last.join(stats).reset_index()
 
 
@@ -127,10 +120,10 @@ def with_ratios(eff: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def leaderboard_table(scores: pd.DataFrame, eff: pd.DataFrame) -> pd.DataFrame:
+def leaderboard_table(summary: pd.DataFrame, eff: pd.DataFrame) -> pd.DataFrame:
     """Headline rows (mean over seeds) with storage in MB and the latency ratio, columns renamed for display."""
     latency = with_ratios(eff).drop_duplicates("run_id")[["run_id", "latency_ratio"]]  # first phase stored
-    rows = over_seeds(headline(scores)).merge(latency, on="run_id", how="left")
+    rows = over_seeds(summary).merge(latency, on="run_id", how="left")
     rows["storage_mb"] = rows.storage_bytes / 1e6
     rows["config"] = rows.config.map(config_label)
     return rows[["suite", *TABLE_COLUMNS]].rename(columns=TABLE_COLUMNS)

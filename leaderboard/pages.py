@@ -8,7 +8,6 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 from harness.leaderboard import frames, plots
-from harness.leaderboard.queries import Snapshot
 
 from harness.results.records import RunRecord
 
@@ -45,33 +44,43 @@ def _key(*parts) -> str:
     return "-".join(str(p) for p in parts)
 
 
-def pareto(data: Snapshot, colours: dict[str, str], paper_rows: int) -> None:
-    heads = frames.over_seeds(frames.headline(data.scores))
-    if heads.empty:
-        st.info(NO_MATCH)
-        return
-    show_papers = st.toggle("Show the papers' reported points (hollow markers)", value=True)
+def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], paper_rows: int,
+           groups: Callable[[], pd.Series] | None, selected: str | None) -> None:
+    """The chart of one view (suite, model, profile, task, metric): drawn at once, then redrawn with
+    the significance groups as marker shapes once they are computed (``groups``, by variant)."""
+    show_papers = st.toggle("Show the papers' reported points (hollow markers)", value=True, key="papers", bind="query-params")
     include_at_chance = st.toggle("Let runs whose baseline is at chance (x markers) onto the frontier", value=False)
     if not paper_rows:
         st.caption("No paper rows in this database: `harness reference load --db PATH` adds them.")
-    heads = heads.assign(setting=heads.setting.fillna(""))
-    for (suite, model, profile, task, metric, setting, shots), points in heads.groupby([*frames.GROUP, "shots"], sort=False, dropna=False):
-        papers = frames.matching_papers(data.papers, suite, task, metric, shots, setting)
-        prompted = "" if pd.isna(shots) else f", {int(shots)}-shot"
-        st.subheader(f"{suite} · {model} · {profile} profile" + (f" · {setting}" if setting else ""))
-        st.caption(
-            f"%Base of {metric} on {task}{prompted} (average over languages where scored per language; mean over seeds, whisker: sd) "
-            "against the share of embedding parameters kept. Dashed: the Pareto frontier of the measured runs. "
-            "x: the baseline is not significantly above chance, so %Base divides by noise (off the frontier unless "
-            f"toggled). Hollow: {len(papers)} points the papers report in the same setting for their own base models, "
-            "%Base against their own baselines."
-        )
-        fig = plots.pareto_figure(points, papers if show_papers else None, colours, include_at_chance)
-        st.plotly_chart(fig, key=_key("pareto", suite, model, profile, task, metric, setting, shots))
+    r = points.iloc[0]
+    prompted = "" if pd.isna(r.shots) else f", {int(r.shots)}-shot"
+    st.caption(
+        f"%Base of {r.metric} on {r.task}{prompted} (average over languages where scored per language; mean over seeds, whisker: sd) "
+        "against the share of embedding parameters kept. Dashed: the Pareto frontier of the measured runs. "
+        "x: the baseline is not significantly above chance, so %Base divides by noise (off the frontier unless "
+        f"toggled). Hollow: {len(papers)} points the papers report in the same setting for their own base models, "
+        "%Base against their own baselines. Ring: the cell selected in the overview."
+    )
+    chart = st.empty()
+    draw = lambda pts: chart.plotly_chart(  # noqa: E731
+        plots.pareto_figure(pts, papers if show_papers else None, colours, include_at_chance, selected), key=f"pareto-{len(pts.columns)}",
+    )
+    draw(points)
+    if groups is not None:
+        draw(points.assign(group=points.variant.map(groups())))
+        st.caption(SIGNIFICANCE)
 
 
-def table(data: Snapshot, failed: int) -> None:
-    rows = frames.leaderboard_table(data.scores, data.efficiency)
+SIGNIFICANCE = (
+    "Marker shape: ★ the best configuration of its compression budget (a factor of two in embedding parameters "
+    "kept), ● not significantly different from it, ▼ significantly below it (paired bootstrap over the same "
+    "items, two-sided, Holm-corrected within the budget, α = 0.05), ■ not compared: measured on other items "
+    "(another baseline or seed) or without per-item outputs."
+)
+
+
+def table(summary: pd.DataFrame, eff: pd.DataFrame, failed: int) -> None:
+    rows = frames.leaderboard_table(summary, eff)
     if rows.empty:
         st.info(NO_MATCH)
         return
@@ -90,9 +99,9 @@ def table(data: Snapshot, failed: int) -> None:
         st.caption(f"{failed} failed run(s) are not in the table; the Run detail tab shows their errors.")
 
 
-def languages(data: Snapshot) -> None:
+def languages(scores: pd.DataFrame) -> None:
     shown = 0
-    scores = data.scores.assign(setting=data.scores.setting.fillna(""))
+    scores = scores.assign(setting=scores.setting.fillna(""))
     for (suite, model, profile, task, metric, setting), part in scores.groupby(frames.GROUP, sort=False):
         if part.language[part.language.ne("avg")].nunique() < 2:
             continue
@@ -101,18 +110,18 @@ def languages(data: Snapshot) -> None:
         fig = plots.language_heatmap(frames.language_matrix(part))
         st.plotly_chart(fig, key=_key("languages", suite, model, profile, task, metric, setting))
     if not shown:
-        st.info("No multilingual suite among the filtered runs (xnli scores 15 languages).")
+        st.info("This chart's suite scores one language (xnli scores 15): pick a multilingual one above.")
 
 
-def efficiency(data: Snapshot, colours: dict[str, str]) -> None:
-    if data.efficiency.empty:
+def efficiency(eff: pd.DataFrame, colours: dict[str, str]) -> None:
+    if eff.empty:
         st.info(NO_MATCH)
         return
     st.caption(
         "Forward passes over synthetic token ids. Each run is timed in its own process and the baseline is "
         "usually an earlier, reused run, so the ratios (compressed / baseline) also carry differences in machine load."
     )
-    for (phase, batch, seq_len), part in data.efficiency.groupby(["phase", "batch", "seq_len"], sort=False):
+    for (phase, batch, seq_len), part in eff.groupby(["phase", "batch", "seq_len"], sort=False):
         st.subheader(f"{phase}: batch {batch} × {seq_len} tokens")
         st.plotly_chart(plots.efficiency_figure(part, colours), key=_key("efficiency", phase, batch, seq_len))
         st.dataframe(
@@ -121,15 +130,19 @@ def efficiency(data: Snapshot, colours: dict[str, str]) -> None:
         )
 
 
-def run_detail(data: Snapshot, load: Callable[[str], RunRecord]) -> None:
-    if data.runs.empty:
+def run_detail(runs: pd.DataFrame, load: Callable[[str], RunRecord], papers: pd.DataFrame, selected: str | None) -> None:
+    """One run of the chart's suite and model (the overview's selected cell first): status, export
+    command, configuration and recipe, per-language or per-task scores, the papers' points in its setting."""
+    if runs.empty:
         st.info("No runs match the filters in the sidebar.")
         return
     run_ids = {
         f"{r.run_id} · {r.status} · {frames.run_label(r.adapter, r.config)} · {r.suite}/{r.profile}": r.run_id
-        for r in data.runs.itertuples()
+        for r in runs.itertuples()
     }
-    record = load(run_ids[st.selectbox("Run (newest first)", list(run_ids))])
+    labels = list(run_ids)
+    first = next((i for i, label in enumerate(labels) if run_ids[label] == selected), 0)
+    record = load(run_ids[st.selectbox("Run (newest first)", labels, index=first)])
     _status(record)
     if record.status == "finished":
         st.markdown("**Export** (the compressed model for `harness.load_compressed`, lm-eval and MTEB)")
@@ -146,8 +159,11 @@ def run_detail(data: Snapshot, load: Callable[[str], RunRecord]) -> None:
         st.markdown("**Suite details**")
         st.json(record.details)
     if record.scores:
-        st.markdown("**Scores**")
+        st.markdown("**Scores** (per language or task)")
         st.dataframe(pd.DataFrame(record.scores), hide_index=True)
+    if len(papers):
+        st.markdown("**The papers' points in this setting**")
+        st.dataframe(papers, hide_index=True)
     if record.efficiency:
         st.markdown("**Efficiency**")
         st.dataframe(pd.DataFrame(record.efficiency).drop(columns="samples_ms"), hide_index=True)

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from harness.leaderboard.frames import config_label, pareto_frontier, run_label
+from harness.leaderboard.significance import APART, BELOW, BEST, TIED
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
@@ -39,6 +40,13 @@ def adapter_colours(names) -> dict[str, str]:
 
 
 AT_CHANCE_SYMBOL = "x-thin-open"  # a measured point whose baseline is not significantly above chance
+# significance group (harness.leaderboard.significance) -> marker; the papers' points are hollow circles
+GROUP_SYMBOLS = {BEST: "star", TIED: "circle", BELOW: "triangle-down", APART: "square"}
+SELECTED_NAME = "selected"
+
+
+def _symbol(at_chance: bool, group: str | None) -> str:
+    return AT_CHANCE_SYMBOL if at_chance else GROUP_SYMBOLS.get(group, "circle")
 
 
 def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter:
@@ -49,16 +57,18 @@ def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter
         rows.config.map(config_label), rows.value, rows.ci_low, rows.ci_high, rows.storage_bytes / 1e6, rows.run_id,
         rows.chance_adjusted_pct_base.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"), rows.setting.fillna("-"),
         rows.seeds, flagged.map({True: "<br><b>baseline not above chance: %Base is not meaningful</b>", False: ""}),
+        rows.group.fillna("-"),
     ))
     return go.Scatter(
         x=rows.emb_param_fraction, y=rows.pct_base, mode="markers", name=adapter, customdata=custom,
         error_y=dict(type="data", array=rows.pct_base_sd.fillna(0), visible=bool((rows.seeds > 1).any())),
-        marker=dict(color=colour, size=12, symbol=["x-thin-open" if f else "circle" for f in flagged], line=dict(color=colour, width=2)),
+        marker=dict(color=colour, size=12, symbol=[_symbol(f, g) for f, g in zip(flagged, rows.group)], line=dict(color=colour, width=2)),
         hovertemplate=(
             f"<b>{adapter}</b> %{{customdata[0]}}<br>score %{{customdata[1]:.4f}} "
             "[%{customdata[2]:.4f}, %{customdata[3]:.4f}] (95% CI)<br>%Base %{y:.1f}, chance-adjusted %{customdata[6]}<br>"
             "setting %{customdata[7]}, seeds %{customdata[8]}<br>"
-            "embedding params kept %{x:.3%}<br>storage %{customdata[4]:.1f} MB<br>%{customdata[5]}%{customdata[9]}<extra></extra>"
+            "embedding params kept %{x:.3%}<br>storage %{customdata[4]:.1f} MB<br>significance: %{customdata[10]}<br>"
+            "%{customdata[5]}%{customdata[9]}<extra></extra>"
         ),
     )
 
@@ -89,11 +99,14 @@ def log_ticks(low: float, high: float) -> list[float]:
 
 def pareto_figure(
     points: pd.DataFrame, papers: pd.DataFrame | None, colours: dict[str, str], include_at_chance: bool = False,
+    selected: str | None = None,
 ) -> go.Figure:
-    """%Base against the fraction of embedding parameters kept (log x), one trace per adapter,
-    the frontier of the measured points (without those whose baseline is at chance unless asked),
-    and the papers' points as hollow markers."""
+    """%Base against the fraction of embedding parameters kept (log x), one trace per adapter (marker:
+    the point's significance group, column ``group`` where given), the frontier of the measured points
+    (without those whose baseline is at chance unless asked), the papers' points as hollow markers,
+    and a ring around the configuration (variant) ``selected`` in the overview."""
     fig = go.Figure()
+    points = points if "group" in points else points.assign(group=None)
     frontier = pareto_frontier(points, include_at_chance)
     fig.add_trace(go.Scatter(
         x=frontier.emb_param_fraction, y=frontier.pct_base, mode="lines", name=FRONTIER_NAME,
@@ -103,6 +116,12 @@ def pareto_figure(
         fig.add_trace(_measured_trace(adapter, rows, colours[adapter]))
     if papers is not None and len(papers):
         fig.add_trace(_paper_trace(papers, colours))
+    ring = points[points.variant.eq(selected)]
+    if len(ring):
+        fig.add_trace(go.Scatter(
+            x=ring.emb_param_fraction, y=ring.pct_base, mode="markers", name=SELECTED_NAME, hoverinfo="skip",
+            marker=dict(symbol="circle-open", size=26, color="#000000", line=dict(width=3)),
+        ))
     fig.add_hline(y=100, line=dict(color="#cccccc", width=1, dash="dot"))
     shown = pd.concat([points.emb_param_fraction, papers.emb_param_fraction if papers is not None else None]).dropna()
     low, high = shown.min() / 2, 1.6

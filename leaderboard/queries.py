@@ -1,4 +1,6 @@
-"""Read-only, parameterised queries the leaderboard runs (through ``Store.query``).
+"""Read-only, parameterised queries the leaderboard runs (through ``Store.query``): the summary of
+every run for the landing page, and for the one chart on screen its scores, efficiency, runs, the
+papers' points and per-item outputs.
 
 Each call opens the database read-only, runs one statement and closes it, so a ``harness run``
 that wants to write is never kept waiting for long; a database held by a writer raises
@@ -11,10 +13,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness.results import summary
+from harness.results.records import ItemOutputs
 from harness.results.store import Store
 
-# A filter is a list parameter: `list_contains(?, column)`, never text pasted into SQL.
-_WHERE = "list_contains(?, model) AND list_contains(?, suite) AND list_contains(?, profile)"
+# One chart's runs: `?` parameters, never text pasted into SQL.
+_VIEW = "suite = ? AND model = ? AND profile = ?"
 
 
 PAPER_COLUMNS = (
@@ -25,21 +29,25 @@ _PAPER_SELECT = ", ".join(f'"{c}"' for c in PAPER_COLUMNS)  # quoted: "table" is
 
 
 @dataclass(frozen=True)
-class Filters:
-    models: tuple[str, ...]
-    suites: tuple[str, ...]
-    profiles: tuple[str, ...]
+class View:
+    """The suite, model and profile of the chart on screen: what the detail queries read."""
 
-    def params(self) -> list[list[str]]:
-        return [list(self.models), list(self.suites), list(self.profiles)]
+    suite: str
+    model: str
+    profile: str
+
+    def params(self) -> list[str]:
+        return [self.suite, self.model, self.profile]
 
 
 @dataclass(frozen=True)
-class Overview:
+class Landing:
+    """What the landing page reads: every finished run's headline row and the store's counts."""
+
+    summary: pd.DataFrame
     runs: int
     failed: int
     paper_rows: int
-    options: Filters     # every model, suite and profile stored
 
 
 def reader(path) -> Store:
@@ -51,33 +59,27 @@ def _tables(store: Store) -> set[str]:
     return set(store.query("SELECT table_name FROM information_schema.tables").table_name)
 
 
-def overview(store: Store) -> Overview:
+def landing(store: Store) -> Landing:
     tables = _tables(store)
     if "runs" not in tables:
-        return Overview(0, 0, 0, Filters((), (), ()))
-    counts = store.query("SELECT count(*) AS runs, count(*) FILTER (status = 'failed') AS failed FROM runs")
-    papers = store.query("SELECT count(*) AS n FROM paper_results").n[0] if "paper_results" in tables else 0
-    options = Filters(*(
-        tuple(store.query(f"SELECT DISTINCT {col} AS v FROM runs WHERE {col} IS NOT NULL ORDER BY v").v)
-        for col in ("model", "suite", "profile")
-    ))
-    return Overview(int(counts.runs[0]), int(counts.failed[0]), int(papers), options)
+        return Landing(pd.DataFrame(), 0, 0, 0)
+    papers = "(SELECT count(*) FROM paper_results)" if "paper_results" in tables else "0"
+    counts = store.query(f"SELECT count(*) AS runs, count(*) FILTER (status = 'failed') AS failed, {papers} AS papers FROM runs")
+    return Landing(summary.read(store), int(counts.runs[0]), int(counts.failed[0]), int(counts.papers[0]))
 
 
-def scores(store: Store, f: Filters) -> pd.DataFrame:
-    """Finished runs' scores (the ``results`` view) with their comparison to the baseline, every language."""
+def scores(store: Store, v: View) -> pd.DataFrame:
+    """The view's finished runs' scores, every language (the ``results`` view)."""
     return store.query(
         "SELECT run_id, model, adapter, config, suite, profile, seed, variant, task, language, metric, setting, shots, value, "
-        "ci_low, ci_high, chance, pct_base, pct_base_ci_low, pct_base_ci_high, chance_adjusted_pct_base, p_value, flip_rate, "
-        f"baseline_above_chance, emb_param_fraction, storage_bytes, baseline_run_id, finished_at FROM results WHERE {_WHERE} "
-        "ORDER BY suite, model, profile, finished_at, run_id, task, language, metric",
-        f.params(),
+        "pct_base, emb_param_fraction, finished_at FROM results WHERE " + _VIEW + " ORDER BY finished_at, run_id, task, language, metric",
+        v.params(),
     )
 
 
-def efficiency(store: Store, f: Filters) -> pd.DataFrame:
-    """Timed phases of finished runs, each beside the unchanged model's (same phase and shape):
-    timed inside the same run (phase ``base:<phase>``) where recorded, else the baseline run's."""
+def efficiency(store: Store, v: View) -> pd.DataFrame:
+    """Timed phases of the view's finished runs, each beside the unchanged model's (same phase and
+    shape): timed inside the same run (phase ``base:<phase>``) where recorded, else the baseline run's."""
     base = "coalesce(s.{0}, b.{0}) AS base_{0}"
     return store.query(
         "SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite, r.profile, "
@@ -88,19 +90,36 @@ def efficiency(store: Store, f: Filters) -> pd.DataFrame:
         "AND s.batch = e.batch AND s.seq_len = e.seq_len "
         "LEFT JOIN efficiency b ON b.run_id = coalesce(r.baseline_run_id, r.run_id) "
         "AND b.phase = e.phase AND b.batch = e.batch AND b.seq_len = e.seq_len "
-        f"WHERE r.status = 'finished' AND e.phase NOT LIKE 'base:%' AND {_WHERE} "
-        "ORDER BY r.suite, r.model, r.profile, r.finished_at, e.phase",
-        f.params(),
+        "WHERE r.status = 'finished' AND e.phase NOT LIKE 'base:%' AND r.suite = ? AND r.model = ? AND r.profile = ? "
+        "ORDER BY r.finished_at, e.phase",
+        v.params(),
     )
 
 
-def runs(store: Store, f: Filters) -> pd.DataFrame:
-    """Every run (running, finished, failed), newest first."""
+def runs(store: Store, v: View) -> pd.DataFrame:
+    """The view's runs (running, finished, failed), newest first."""
     return store.query(
         "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, suite, profile, seed, "
-        f"started_at, error FROM runs WHERE {_WHERE} ORDER BY started_at DESC",
-        f.params(),
+        f"started_at, error FROM runs WHERE {_VIEW} ORDER BY started_at DESC",
+        v.params(),
     )
+
+
+def items(store: Store, run_ids: tuple[str, ...], task: str, metric: str) -> dict[str, list[ItemOutputs]]:
+    """The per-item outputs behind one headline (``task``, ``metric``) of the given runs only, in one
+    query (the significance groups of the chart on screen); predictions are left out."""
+    rows = store.query(
+        "SELECT run_id, task, language, split, metric, list(item ORDER BY rowid) AS ids, list(value ORDER BY rowid) AS vals, "
+        "list(gold ORDER BY rowid) FILTER (gold IS NOT NULL) AS gold, list(weight ORDER BY rowid) FILTER (weight IS NOT NULL) AS weights "
+        "FROM items WHERE list_contains(?, run_id) AND task = ? AND split_part(metric, '@', 1) = ? "
+        "GROUP BY run_id, task, language, split, metric ORDER BY run_id, min(rowid)",
+        [list(run_ids), task, metric],
+    )
+    out: dict[str, list[ItemOutputs]] = {}
+    for r in rows.itertuples(index=False):
+        extra = tuple(() if v is None or v is pd.NA else tuple(v) for v in (r.gold, r.weights))
+        out.setdefault(r.run_id, []).append(ItemOutputs(r.task, r.language, r.split, r.metric, tuple(r.ids), tuple(r.vals), (), *extra))
+    return out
 
 
 def paper_points(store: Store, suites: tuple[str, ...]) -> pd.DataFrame:
@@ -116,17 +135,3 @@ def paper_points(store: Store, suites: tuple[str, ...]) -> pd.DataFrame:
         'ORDER BY paper, "table", base_model, method, config',
         [list(suites)],
     )
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What one page view reads, under one set of filters."""
-
-    scores: pd.DataFrame
-    efficiency: pd.DataFrame
-    runs: pd.DataFrame
-    papers: pd.DataFrame
-
-
-def snapshot(store: Store, f: Filters) -> Snapshot:
-    return Snapshot(scores(store, f), efficiency(store, f), runs(store, f), paper_points(store, f.suites))

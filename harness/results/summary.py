@@ -1,0 +1,73 @@
+"""The summary: one row per finished run, its headline score beside the baseline (what the
+leaderboard's overview and Pareto charts read; per-item outputs stay in ``items`` until a run is opened).
+
+A suite stores many scores (15 languages and their ``avg``, three metrics ...); its headline is the
+(task, metric) of :data:`HEADLINES`, else the first ``avg`` row stored, else the first score stored;
+of that task and metric the ``avg`` language, or the first stored. :data:`MARKERS` is the one place
+that says which headline rows need a caveat (a new marker is one entry: SQL over the joined row).
+
+A query, not a table: it reads ``scores`` once (about 0.2 s on a store of 10,000 runs), so it needs no
+upkeep at write time and cannot go stale; a writer could materialise it (``CREATE TABLE summary AS``
+:data:`SQL`) if stores grow a hundredfold.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.results.store import Store
+
+# suite -> (task, metric) of its headline score, where the first stored avg row is not it
+HEADLINES = {
+    "bpb": ("wikitext2", "bits_per_byte"),
+    "lm_eval": ("paper003_avg6", "acc"),
+    "mteb_clf": ("banking77", "accuracy"),
+    "patchscopes": ("all", "exact_rate"),
+    "tokenizer": ("wikitext2", "bytes_per_token"),
+    "word_sim": ("word_sim", "spearman"),
+}
+# marker -> (SQL over the joined headline row: true when the caveat applies, what it tells the reader)
+MARKERS = {
+    "at_chance": (
+        "coalesce(NOT k.baseline_above_chance, FALSE)",
+        "the baseline is not significantly above chance: %Base divides by noise",
+    ),
+    "unpaired": (
+        "r.adapter <> 'none' AND s.pct_base IS NOT NULL AND k.pct_base_ci_low IS NULL",
+        "no paired interval (no per-item outputs matched with the baseline's)",
+    ),
+}
+
+_HEADLINE_VALUES = ", ".join(f"('{suite}', '{task}', '{metric}')" for suite, (task, metric) in HEADLINES.items())
+_MARKER_COLUMNS = "".join(f", {sql} AS {name}" for name, (sql, _) in MARKERS.items())
+
+SQL = f"""
+WITH ranked AS (
+    SELECT s.rowid AS score_row, s.run_id, s.task, s.language, s.metric,
+           (h.suite IS NOT NULL) AS named, s.language = 'avg' AS is_avg,
+           bool_or(s.language = 'avg') OVER (PARTITION BY s.run_id, s.task, s.metric) AS task_has_avg
+    FROM scores s JOIN runs r USING (run_id)
+    LEFT JOIN (VALUES {_HEADLINE_VALUES}) h(suite, task, metric) ON h.suite = r.suite AND h.task = s.task AND h.metric = s.metric
+    WHERE r.status = 'finished'
+),
+headline AS (
+    SELECT score_row FROM ranked
+    WHERE is_avg OR NOT task_has_avg
+    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY named DESC, is_avg DESC, score_row) = 1
+)
+SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
+       CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, coalesce(r.variant, r.run_id) AS variant,
+       s.task, s.language, s.metric, s.setting, s.shots, s.value, s.ci_low, s.ci_high, s.n, s.chance, s.higher_is_better,
+       s.pct_base, k.pct_base_ci_low, k.pct_base_ci_high, k.chance_adjusted_pct_base, k.p_value, k.flip_rate,
+       k.n_paired, c.emb_param_fraction, c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at
+       {_MARKER_COLUMNS}
+FROM headline JOIN scores s ON s.rowid = headline.score_row JOIN runs r ON r.run_id = s.run_id
+LEFT JOIN compression c ON c.run_id = r.run_id
+LEFT JOIN comparisons k ON k.run_id = s.run_id AND k.task = s.task AND k.language = s.language AND k.split = s.split
+     AND k.metric = s.metric
+"""
+
+
+def read(store: Store) -> pd.DataFrame:
+    """The summary rows of every finished run (one DuckDB query: about 0.2 s on 10,000 runs)."""
+    return store.query(SQL)

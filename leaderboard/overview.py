@@ -1,0 +1,93 @@
+"""The landing table (issue 35): a row per method configuration and model, a column per suite holding
+the headline %Base with its paired interval, marked where it needs a caveat. Pure: summary rows
+(:mod:`harness.results.summary`) in, DataFrames out."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+from harness.leaderboard.frames import config_label, over_seeds
+
+from harness.results.summary import MARKERS
+
+ROW = ["model", "adapter", "config", "profile"]  # one overview row
+# cell caveats: symbol and meaning; the summary's markers, plus this table's own
+SYMBOLS = {"at_chance": "°", "unpaired": "†", "other_settings": "‡"}
+MEANINGS = {**{name: text for name, (_, text) in MARKERS.items()}, "other_settings": "run with other suite settings than most of its column"}
+
+
+@dataclass(frozen=True)
+class Overview:
+    display: pd.DataFrame   # what the page shows: row labels, compression, then one text column per suite
+    pct_base: pd.DataFrame  # the cells' %Base (numbers, for the colours), same index, one column per suite
+    run_ids: pd.DataFrame   # the newest run behind each cell
+    suites: list[str]       # the suite columns, most covered first
+
+
+def key_settings(rows: pd.DataFrame) -> pd.Series:
+    """An adapter and the settings that vary among its stored configurations (``asg k=1024``); the
+    full configuration is in its own column."""
+    configs = rows.config.map(lambda c: json.loads(c or "{}"))
+    varying = {
+        adapter: {k for k in set().union(*part) if len({json.dumps(c.get(k)) for c in part}) > 1}
+        for adapter, part in configs.groupby(rows.adapter)
+    }
+    return pd.Series([
+        " ".join([a, *(f"{k}={json.dumps(v)}" for k, v in c.items() if k in varying[a])])
+        for a, c in zip(rows.adapter, configs)
+    ], index=rows.index)
+
+
+def _cells(summary: pd.DataFrame, aggregate: bool) -> pd.DataFrame:
+    """Method runs reduced to one cell per overview row and suite: the newest configuration's seed mean,
+    marked ``other_settings`` where its suite settings differ from the commonest in its column."""
+    cells = over_seeds(summary[summary.adapter.ne("none")], by_seed=not aggregate)
+    row_keys = ROW + ([] if aggregate else ["seed"])
+    cells = cells.sort_values("finished_at").drop_duplicates([*row_keys, "suite"], keep="last")
+    common = cells.groupby(["suite", "model", "profile"]).suite_config.agg(lambda s: s.mode().iloc[0])
+    cells["other_settings"] = cells.suite_config.ne(common.reindex(pd.MultiIndex.from_frame(cells[["suite", "model", "profile"]])).to_numpy())
+    cells["method"] = key_settings(cells)
+    return cells
+
+
+def cell_text(cell: pd.Series) -> str:
+    """``98.3 [95.1, 101.2] °`` (mean ± sd over seeds when there are several); ``-`` where %Base is not defined."""
+    if pd.isna(cell.pct_base):
+        return "-"
+    text = f"{cell.pct_base:.1f}"
+    if cell.seeds > 1:
+        text += f" ±{cell.pct_base_sd:.1f}"
+    if not pd.isna(cell.pct_base_ci_low):
+        text += f" [{cell.pct_base_ci_low:.1f}, {cell.pct_base_ci_high:.1f}]"
+    marks = "".join(symbol for name, symbol in SYMBOLS.items() if bool(cell.get(name, False)))
+    return f"{text} {marks}".rstrip()
+
+
+def build(summary: pd.DataFrame, aggregate: bool = True) -> Overview:
+    """The overview of the summary rows given (the sidebar's filters already applied)."""
+    cells = _cells(summary, aggregate)
+    if cells.empty:
+        empty = pd.DataFrame()
+        return Overview(empty, empty, empty, [])
+    row_keys = ["method", *ROW] + ([] if aggregate else ["seed"])
+    suites = list(cells.suite.value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable").index)
+    cells = cells.assign(text=cells.apply(cell_text, axis=1))
+    pct, text, runs = (cells.pivot(index=row_keys, columns="suite", values=v)[suites] for v in ("pct_base", "text", "run_id"))
+    newest = cells.sort_values("finished_at").groupby(row_keys).tail(1).set_index(row_keys)
+    rows = pd.DataFrame({
+        "emb. fraction": newest.emb_param_fraction, "storage MB": newest.storage_bytes / 1e6,
+        "suites": pct.notna().sum(axis=1), "mean": pct.mean(axis=1),
+    }).loc[pct.index]
+    covered = pct.notna().apply(lambda r: tuple(r.index[r]), axis=1)
+    rows["avg %Base"] = rows["mean"].where(covered.map(covered.value_counts()) > 1)
+    order = rows.sort_values(["mean", "suites"], ascending=False).index
+    labels = order.to_frame(index=False).assign(config=lambda d: d.config.map(config_label)).rename(columns={"config": "settings"})
+    display = pd.concat([labels, rows.loc[order].drop(columns="mean").reset_index(drop=True), text.loc[order].fillna("").reset_index(drop=True)], axis=1)
+    return Overview(display, pct.loc[order].reset_index(drop=True), runs.loc[order].reset_index(drop=True), suites)
+
+
+def legend() -> str:
+    """The markers' meanings, one line."""
+    return "; ".join(f"{SYMBOLS[name]} {MEANINGS[name]}" for name in SYMBOLS)
