@@ -91,6 +91,15 @@ def significance_groups(path: str, version: tuple, points: pd.DataFrame) -> pd.S
     return significance.groups(pairs, items, np.random.default_rng(0), r.task, r.language, r.metric, bool(r.higher_is_better))
 
 
+def groups(path: Path, rows: pd.DataFrame) -> pd.Series:
+    """The chart's significance groups; none (every point a plain marker) while a writer holds the database."""
+    try:
+        return significance_groups(str(path), stamp(path), rows)
+    except StoreBusyError:
+        st.caption("Significance groups are computed once the database is free again.")
+        return pd.Series(dtype=object)
+
+
 def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landing.Cell | None, paper_rows: int, failed: int) -> None:
     """The chart on screen and its views as tabs; only the open tab reads and draws (its tab is in the URL)."""
     view = queries.View(chart.suite, chart.model, chart.profile)
@@ -103,8 +112,7 @@ def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landin
     pareto, table, languages, efficiency, detail = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
     if pareto.open:
         with pareto:
-            groups = lambda: significance_groups(str(path), stamp(path), rows)  # noqa: E731
-            pages.pareto(points, papers, colours, paper_rows, groups, selected)
+            pages.pareto(points, papers, colours, paper_rows, lambda: groups(path, rows), selected)
     if table.open:
         with table:
             pages.table(summary[same], read("efficiency", path, view), failed)

@@ -13,12 +13,14 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from harness.leaderboard import significance
 from harness.leaderboard.frames import matching_papers, pareto_frontier
 from harness.leaderboard.plots import FRONTIER_NAME, PAPERS_NAME, log_ticks
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.results.records import ItemOutputs
 from harness.results.reference import read_paper_results
 from harness.results.store import Store
 from tests.conftest import REPO
@@ -26,9 +28,13 @@ from tests.conftest import REPO
 APP = str(REPO / "leaderboard" / "app.py")
 
 
-def _render(db, monkeypatch) -> AppTest:
+def _render(db, monkeypatch, **query) -> AppTest:
+    """The app on ``db``, its URL's query parameters ``query`` (``tab="Table"``, ``method="none"``)."""
     monkeypatch.setenv("HARNESS_DB", str(db))
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
     assert not at.exception, at.exception
     return at
 
@@ -86,9 +92,35 @@ def test_app_renders_all_tabs(leaderboard_db, monkeypatch):
     at = _render(leaderboard_db, monkeypatch)
     assert at.title[0].value == "Compressed-embedding leaderboard"
     assert [t.label for t in at.tabs] == ["Pareto", "Table", "Languages", "Efficiency", "Run detail"]
-    heatmap = next(c for c in _charts(at) if c["data"][0]["type"] == "heatmap")
+    assert len(_charts(at)) == 1, "only the open tab draws"
+    heatmap = _charts(_render(leaderboard_db, monkeypatch, tab="Languages"))[0]
+    assert heatmap["data"][0]["type"] == "heatmap"
     assert heatmap["data"][0]["x"][-1] == "avg" and len(heatmap["data"][0]["x"]) == 16
-    assert "asg" in at.selectbox[0].options[0] or "asg" in at.selectbox[0].options[1]
+    detail = _render(leaderboard_db, monkeypatch, tab="Run detail")
+    assert any("asg" in option for option in detail.selectbox[1].options)
+
+
+def test_landing_opens_on_the_overview_table(leaderboard_db, monkeypatch):
+    """The first element after the title is the overview: the ASG row with its xnli cell holding
+    %Base and its paired interval as `harness results` gives them; the baseline has no row."""
+    at = _render(leaderboard_db, monkeypatch)
+    first = at.main.children[min(i for i, c in at.main.children.items() if c.type in ("arrow_data_frame", "plotly_chart", "dataframe"))]
+    overview = at.dataframe[0].value
+    assert first.type != "plotly_chart"
+    assert list(overview.method) == ["asg"] and list(overview.model) == ["minilm"] and list(overview.suites) == [1]
+    avg = next(r for r in _results_json(leaderboard_db) if r["adapter"] == "asg" and r["language"] == "avg")
+    cell = overview.xnli[0]
+    assert cell.startswith(f"{avg['pct_base']:.1f}") and "[" in cell
+    assert overview["emb. fraction"][0] == pytest.approx(avg["emb_param_fraction"])
+    assert pd.isna(overview["avg %Base"][0]), "no other row covers the same suites"
+
+
+def test_filters_live_in_the_url(leaderboard_db, monkeypatch):
+    """A view is shared by its URL: ?method=none leaves no method row; ?papers=false hides the papers' points."""
+    at = _render(leaderboard_db, monkeypatch, method="none")
+    assert at.info[0].value == "No finished runs match the filters in the sidebar."
+    names = [t["name"] for t in _charts(_render(leaderboard_db, monkeypatch, papers="false"))[0]["data"]]
+    assert PAPERS_NAME not in names and FRONTIER_NAME in names
 
 
 def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeypatch):
@@ -107,12 +139,12 @@ def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeyp
     assert _values(asg["x"]) == pytest.approx([avg[0]["emb_param_fraction"]])
     assert _values(asg["y"]) == pytest.approx([avg[0]["pct_base"]])
 
-    at.toggle[0].set_value(False).run()
+    at.toggle(key="papers").set_value(False).run()
     assert PAPERS_NAME not in [t["name"] for t in _charts(at)[0]["data"]]
 
 
 def test_table_equals_harness_results_json(leaderboard_db, monkeypatch):
-    at = _render(leaderboard_db, monkeypatch)
+    at = _render(leaderboard_db, monkeypatch, tab="Table")
     table = next(df.value for df in at.dataframe if "%Base" in df.value.columns)
     expected = {r["run_id"]: r for r in _results_json(leaderboard_db) if r["language"] == "avg"}
     assert sorted(table.run_id) == sorted(expected)
@@ -130,13 +162,14 @@ def test_downloads_hold_the_table_and_run_detail_shows_the_export_command(leader
 
     from harness.leaderboard.frames import parquet_bytes
 
-    at = _render(leaderboard_db, monkeypatch)
+    at = _render(leaderboard_db, monkeypatch, tab="Table")
     table = next(df.value for df in at.dataframe if "%Base" in df.value.columns)
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Download CSV", "Download Parquet"]
     back = pd.read_parquet(io.BytesIO(parquet_bytes(table)))
     pd.testing.assert_frame_equal(back, table.reset_index(drop=True))
-    shown = at.selectbox[0].value
+    at = _render(leaderboard_db, monkeypatch, tab="Run detail")
+    shown = at.selectbox[1].value
     commands = [c.value for c in at.code]
     assert [f"harness export {shown.split(' · ')[0]} --out exported/{shown.split(' · ')[0]}"] == commands
 
@@ -216,3 +249,31 @@ def test_one_protocol_suites_meet_all_their_papers_rows_in_their_setting():
     zero_shot = matching_papers(papers, "wikiann", "wikiann", "f1", setting=suite.setting(wikiann.WikiannConfig()))
     assert len(zero_shot) and set(zero_shot.setting) == {"zero-shot"}
     assert set(matching_papers(papers, "wikiann", "wikiann", "f1", setting=suite.setting(wikiann.WikiannConfig("all"))).setting) == {"multilingual"}
+
+
+def _outputs(values) -> list[ItemOutputs]:
+    """One language's 0/1 correctness on items 0..n-1."""
+    return [ItemOutputs("xnli", "en", "test", "accuracy", tuple(str(i) for i in range(len(values))), tuple(map(float, values)))]
+
+
+def test_significance_groups_identical_outputs_together_and_clearly_different_apart():
+    """At one budget (fractions within a factor of two): a copy of the best run's per-item outputs is
+    tied with it; a run wrong on 30% more items is below it; a run on another baseline is not compared."""
+    rng = np.random.default_rng(0)
+    best = (rng.random(400) < 0.8).astype(float)
+    worse = np.where(rng.random(400) < 0.3, 0.0, best)
+    runs = pd.DataFrame({
+        "run_id": ["best", "copy", "worse", "elsewhere"], "variant": ["a", "b", "c", "d"],
+        "baseline_run_id": ["base", "base", "base", "other"], "emb_param_fraction": [0.010, 0.012, 0.015, 0.011],
+        "pct_base": [100 * best.mean() / 0.8, 100 * best.mean() / 0.8 - 1e-9, 100 * worse.mean() / 0.8, 90.0],
+        "finished_at": pd.to_datetime(["2026-01-01"] * 4),
+    })
+    items = {"best": _outputs(best), "copy": _outputs(best), "worse": _outputs(worse), "elsewhere": _outputs(best)}
+    pairs = significance.plan(runs)
+    groups = significance.groups(pairs, items, np.random.default_rng(1), "xnli", "en", "accuracy")
+    assert groups.to_dict() == {"a": significance.BEST, "b": significance.TIED, "c": significance.BELOW, "d": significance.APART}
+
+
+def test_holm_adjusts_step_down_and_keeps_order():
+    assert significance.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert significance.holm([0.5]) == pytest.approx([0.5])
