@@ -17,7 +17,7 @@ from harness.results.records import (
     RunSpec,
     Score,
 )
-from harness.results.store import Store
+from harness.results.store import SCHEMA_VERSION, Store
 
 
 def _record(run_id: str, status: str = "running", pid: int = 1, **spec_changes) -> RunRecord:
@@ -140,12 +140,12 @@ def test_a_schema_v2_database_is_upgraded_by_a_writer_and_refused_by_a_reader(tm
     with pytest.raises(StoreError, match=r"schema v2 .*harness reference load --db"):
         store.query("SELECT * FROM scores")
     store.upgrade()  # harness run's first step, so that its reads (reuse, baselines) work
-    assert store.query("SELECT value FROM meta").value.tolist() == ["3"] and store.query("SELECT * FROM scores").empty
+    assert store.query("SELECT value FROM meta").value.tolist() == [str(SCHEMA_VERSION)] and store.query("SELECT * FROM scores").empty
     rec = _record("a")
     store.start(rec)
     store.save(dataclasses.replace(_finished(rec), scores=[Score("xnli", "en", "test", "accuracy", 0.5, setting="zero-shot")]))
     assert store.load("a").scores[0].setting == "zero-shot"
-    assert store.query("SELECT value FROM meta").value.tolist() == ["3"]
+    assert store.query("SELECT value FROM meta").value.tolist() == [str(SCHEMA_VERSION)]
 
 
 def test_shots_round_trip_and_are_added_to_an_older_database(tmp_path):

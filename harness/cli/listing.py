@@ -12,6 +12,7 @@ from rich.table import Table
 from harness.cli.common import DbOption, console, user_errors
 from harness.errors import PluginError
 from harness.registry import ADAPTERS, SUITES
+from harness.results.fingerprint import code_fingerprint, is_stale
 from harness.results.store import Store
 from harness.sources import models
 
@@ -70,13 +71,16 @@ def list_models() -> None:
 
 @list_app.command("runs")
 def list_runs(db: DbOption = None, limit: Annotated[int, typer.Option(help="Newest N runs.")] = 50) -> None:
-    """Stored runs, newest first, with status (running, finished, failed)."""
+    """Stored runs, newest first, with status (running, finished, failed; stale: made by other code)."""
     with user_errors():
-        frame = Store(db).query(
+        store = Store(db)
+        frame = store.query(
             "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, suite, profile, seed, "
             "round(wall_s, 1) AS wall_s, started_at FROM runs ORDER BY started_at DESC LIMIT ?",
             [limit],
         )
+        stale = set(store.stale_run_ids())
+    frame["status"] = [f"{s} (stale)" if r in stale else s for r, s in zip(frame.run_id, frame.status)]
     table = Table(*frame.columns)
     for row in frame.itertuples(index=False):
         table.add_row(*[str(v) for v in row])
@@ -100,6 +104,11 @@ def show(
         console.print_json(data=body[section])
     console.rule("status")
     console.print(f"{record.status}  started {record.started_at}  finished {record.finished_at}  wall {record.wall_s}s")
+    if is_stale(record.spec.adapter, record.spec.suite, record.spec.code):
+        console.print(
+            f"[yellow]stale:[/yellow] made by other code (fingerprint {record.spec.code or 'none'}, installed "
+            f"{code_fingerprint(record.spec.adapter, record.spec.suite) or 'none'}); never reused, hidden from results by default"
+        )
     if record.error:
         console.print(f"[red]error:[/red] {record.error}")
     table = Table(

@@ -25,26 +25,33 @@ AGGREGATED = ("value", "pct_base", "chance_adjusted_pct_base", "difference", "fl
 GROUP = ("variant", "model", "adapter", "config", "suite", "profile", "task", "language", "split", "metric", "setting")
 
 
-def _where(suite: str | None, adapter: str | None, model: str | None) -> tuple[str, list]:
+def _where(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool) -> tuple[str, list]:
     filters, params = [], []
     for column, value in (("suite", suite), ("adapter", adapter), ("model", model)):
         if value is not None:
             filters.append(f"{column} = ?")
             params.append(value)
+    stale = store.stale_run_ids()
+    if stale and not include_stale:
+        filters.append("NOT list_contains(?, run_id)")
+        params.append(stale)
     return (f"WHERE {' AND '.join(filters)}" if filters else ""), params
 
 
-def fetch(store: Store, suite: str | None, adapter: str | None, model: str | None) -> pd.DataFrame:
-    """Finished runs' scores from the ``results`` view, filtered; parameterised SQL."""
-    where, params = _where(suite, adapter, model)
+def fetch(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False) -> pd.DataFrame:
+    """Finished runs' scores from the ``results`` view, filtered (stale runs only when asked, marked
+    in the column ``stale``); parameterised SQL."""
+    where, params = _where(store, suite, adapter, model, include_stale)
     sql = f"SELECT {', '.join(COLUMNS)} FROM results {where} ORDER BY finished_at, run_id, task, language, metric"
-    return store.query(sql, params)
+    frame = store.query(sql, params)
+    stale = set(store.stale_run_ids()) if include_stale else set()
+    return frame.assign(stale=frame.run_id.isin(stale))
 
 
-def fetch_aggregate(store: Store, suite: str | None, adapter: str | None, model: str | None) -> pd.DataFrame:
+def fetch_aggregate(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False) -> pd.DataFrame:
     """Mean and sd over seeds per configuration and score (the newest run of each seed counts);
     ``baseline_above_chance`` holds only when it holds for every seed."""
-    where, params = _where(suite, adapter, model)
+    where, params = _where(store, suite, adapter, model, include_stale)
     stats = ", ".join(f"avg({c}) AS {c}_mean, stddev_samp({c}) AS {c}_sd" for c in AGGREGATED)
     sql = (
         f"SELECT {', '.join(GROUP)}, count(*) AS seeds, list(seed ORDER BY seed) AS seed_list, {stats}, "
@@ -62,13 +69,15 @@ def results(
     model: Annotated[Optional[str], typer.Option(help="Only this model.")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
     aggregate: Annotated[bool, typer.Option("--aggregate", help="One row per configuration: mean and sd over its seeds.")] = False,
+    include_stale: Annotated[bool, typer.Option("--include-stale", help="Also runs made by other code (marked stale; never reused).")] = False,
 ) -> None:
     """Scores of finished runs with CIs, %Base (raw, paired CI, chance-adjusted), McNemar p, flip rate,
-    embedding-parameter fraction and storage; runs whose baseline is not above chance are flagged."""
+    embedding-parameter fraction and storage; runs whose baseline is not above chance are flagged.
+    Runs made by other code than the installed one are stale: hidden unless --include-stale."""
     with user_errors():
         if format not in ("table", "csv", "json"):
             raise ConfigError(f"unknown format '{format}'; use table, csv or json")
-        frame = (fetch_aggregate if aggregate else fetch)(Store(db), suite, adapter, model)
+        frame = (fetch_aggregate if aggregate else fetch)(Store(db), suite, adapter, model, include_stale)
     if format == "csv":
         frame.to_csv(sys.stdout, index=False)
     elif format == "json":
@@ -92,7 +101,8 @@ def _table(frame: pd.DataFrame) -> str:
         "value [95% CI]": [_with_ci(*v) for v in zip(frame.value, frame.ci_low, frame.ci_high)],
         "%Base [paired CI]": [_with_ci(*v) for v in zip(frame.pct_base, frame.pct_base_ci_low, frame.pct_base_ci_high)],
         "chance-adj.": frame.chance_adjusted_pct_base.map(_cell), "p": frame.p_value.map(_cell), "flips": frame.flip_rate.map(_cell),
-        "emb. frac.": frame.emb_param_fraction.map(_cell), "flag": frame.baseline_above_chance.map(_flag),
+        "emb. frac.": frame.emb_param_fraction.map(_cell),
+        "flag": [", ".join(f for f in (_flag(a), "stale" if s else "") if f) for a, s in zip(frame.baseline_above_chance, frame.stale)],
     })
     return f"{len(frame)} result rows\n" + (view.to_string(index=False) if len(view) else "(no rows)")
 

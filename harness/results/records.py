@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.results.fingerprint import code_fingerprint
+
 
 @dataclass(frozen=True)
 class EmbeddingFootprint:
@@ -172,7 +174,8 @@ class LatencyStats:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything that determines a run's result; its hash decides reuse."""
+    """Everything that determines a run's result, the code that makes it included (``code``); its
+    hash decides reuse, so a run made by other code is never reused (it reads as stale)."""
 
     model: str
     model_revision: str
@@ -186,6 +189,7 @@ class RunSpec:
     adapter_budget: dict[str, Any] = field(default_factory=dict)  # the adapter's budget for the profile
     data: dict[str, str] = field(default_factory=dict)      # suite data: file -> sha256 prefix (or hub id -> "hub")
     fit_data: dict[str, str] = field(default_factory=dict)  # the adapter's fit corpora, likewise
+    code: str = ""  # the code fingerprint of adapter + suite + protocol (harness.results.fingerprint); "" before fingerprints
 
     @property
     def config_hash(self) -> str:
@@ -199,7 +203,9 @@ class RunSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def baseline(self) -> RunSpec:
-        return dataclasses.replace(self, adapter="none", adapter_config={}, adapter_budget={}, fit_data={})
+        """The same run with the unchanged model (adapter ``none``), fingerprinted by its own code."""
+        code = code_fingerprint("none", self.suite) if self.code else ""
+        return dataclasses.replace(self, adapter="none", adapter_config={}, adapter_budget={}, fit_data={}, code=code)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import pandas as pd
 
 from harness.errors import StoreBusyError, StoreError
 from harness.results import liveness
+from harness.results.fingerprint import is_stale
 from harness.results.journal import Journal
 from harness.results.records import (
     Comparison,
@@ -44,7 +45,7 @@ from harness.results.records import (
 )
 from harness.results.reference import PaperResult
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -94,12 +95,16 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS variant VARCHAR;
 ALTER TABLE scores ADD COLUMN IF NOT EXISTS setting VARCHAR;
 ALTER TABLE items ADD COLUMN IF NOT EXISTS weight DOUBLE;
 ALTER TABLE paper_results ADD COLUMN IF NOT EXISTS paper_setting VARCHAR;
+-- schema v3 -> v4: the code fingerprint of a run, why a comparison has no pairs, the resampling cluster of an item
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS code VARCHAR;
+ALTER TABLE comparisons ADD COLUMN IF NOT EXISTS unpaired VARCHAR;
+ALTER TABLE items ADD COLUMN IF NOT EXISTS cluster VARCHAR;
 CREATE OR REPLACE VIEW results AS
-SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
+SELECT r.run_id, r.code, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
        CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, r.variant, s.task, s.language, s.split,
        s.metric, s.setting, s.shots, s.value, s.ci_low, s.ci_high, s.n, s.chance, s.pct_base, k.pct_base_ci_low,
        k.pct_base_ci_high, k.chance_adjusted_pct_base, k.difference, k.difference_ci_low, k.difference_ci_high,
-       k.p_value, k.flip_rate, k.agreement, k.n_paired, k.baseline_above_chance, c.emb_param_fraction,
+       k.p_value, k.flip_rate, k.agreement, k.n_paired, k.unpaired, k.baseline_above_chance, c.emb_param_fraction,
        c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at
 FROM scores s JOIN runs r USING (run_id) LEFT JOIN compression c USING (run_id)
 LEFT JOIN comparisons k ON k.run_id = s.run_id AND k.task = s.task AND k.language = s.language
@@ -111,7 +116,7 @@ RUN_COLUMNS = (
     "run_id", "config_hash", "status", "model", "model_revision", "adapter", "adapter_config",
     "adapter_package", "adapter_version", "suite", "suite_config", "profile", "seed", "recipe", "adapter_budget",
     "data", "fit_data", "device", "started_at", "finished_at", "wall_s", "error", "baseline_run_id", "git_sha", "host",
-    "pid", "hardware", "versions", "data_files", "details", "fit_seconds", "fit_details", "variant",
+    "pid", "hardware", "versions", "data_files", "details", "fit_seconds", "fit_details", "variant", "code",
 )
 SCORE_COLUMNS = tuple(f.name for f in dataclasses.fields(Score))
 COMPARISON_COLUMNS = tuple(f.name for f in dataclasses.fields(Comparison))
@@ -134,7 +139,7 @@ def _run_row(rec: RunRecord) -> tuple:
         json.dumps(s.data), json.dumps(s.fit_data), rec.device, rec.started_at, rec.finished_at,
         rec.wall_s, rec.error, rec.baseline_run_id, p.git_sha, p.host, p.pid, json.dumps(p.hardware),
         json.dumps(p.versions), json.dumps(p.data_files), json.dumps(rec.details),
-        rec.fit.seconds if rec.fit else None, json.dumps(rec.fit.details) if rec.fit else None, s.variant,
+        rec.fit.seconds if rec.fit else None, json.dumps(rec.fit.details) if rec.fit else None, s.variant, s.code,
     )
 
 
@@ -307,6 +312,12 @@ class Store:
         )
         return self.load(ids.run_id[0]) if len(ids) else None
 
+    def stale_run_ids(self) -> list[str]:
+        """Runs made by other code than the installed one (their code fingerprint differs, or they
+        have none): kept in the store, never reused, hidden by default from results and the leaderboard."""
+        runs = self.query("SELECT run_id, adapter, suite, code FROM runs")
+        return [r for r, a, s, c in zip(runs.run_id, runs.adapter, runs.suite, runs.code) if is_stale(a, s, c)]
+
     def load(self, run_id: str) -> RunRecord:
         """One run with its scores, comparisons, compression, fit and efficiency; per-item outputs stay
         in the ``items`` table (:meth:`items`), so ``items`` is empty here."""
@@ -381,6 +392,7 @@ def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list, compa
         r["model"], r["model_revision"], r["adapter"], json.loads(r["adapter_config"]), r["suite"],
         json.loads(r["suite_config"]), r["profile"], r["seed"], json.loads(r["recipe"]),
         json.loads(r["adapter_budget"] or "{}"), json.loads(r["data"] or "{}"), json.loads(r["fit_data"] or "{}"),
+        r["code"] or "",
     )
     prov = Provenance(
         r["git_sha"], r["adapter_package"], r["adapter_version"], r["host"], r["pid"],

@@ -3,8 +3,9 @@
 A plan builds the suite and adapter from their registries and ``--set`` values, resolves the model,
 checks the adapter against the model's table, picks both budgets from their tables, and checks the
 data the run will read (the suite's files and the adapter's fit corpora: presence and sha256, cached
-by size and mtime). The data revisions go into the run's identity, so a finished run is reused only
-for the same data; missing data is an error even when a finished run exists.
+by size and mtime). The data revisions and the code fingerprint (:mod:`harness.results.fingerprint`)
+go into the run's identity, so a finished run is reused only for the same data and the same scoring
+code; missing data is an error even when a finished run exists.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from harness.budgets import PROFILES, is_large
 from harness.config import as_dict, build_config, config_fields, parse_assignments
 from harness.errors import ConfigError
 from harness.registry import ADAPTERS, SUITES
+from harness.results.fingerprint import code_fingerprint
 from harness.results.records import RunSpec
 from harness.sources import corpora, models
 from harness.sources.data import data_root, revisions
@@ -128,5 +130,6 @@ def plan(request: RunRequest) -> Plan:
         adapter_budget=dataclasses.asdict(adapter_budget) if adapter_budget is not None else {},
         data=revisions(data_dir, suite.sources(suite_config, suite_budget)),
         fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
+        code=code_fingerprint(adapter.name, suite.name),
     )
     return Plan(suite, suite_config, suite_budget, adapter, adapter_budget, ref, spec, data_dir, device, request.force)

@@ -1,0 +1,161 @@
+"""The code fingerprint of a run: a hash of the normalized source of the modules that decide its scores.
+
+A run's identity (:class:`~harness.results.records.RunSpec`) holds the fingerprint of the code
+that made it, so a stored run is reused only by the same code, and a run made by other code reads as
+stale (``harness results``, ``harness show``, the leaderboard). The modules counted:
+
+* the adapter's module and the suite's module (their entry points, ``harness.adapters`` /
+  ``harness.suites``), and every module they import, transitively (lazy imports inside functions
+  too), that belongs to the harness or to the adapter's own package (``suites/finetune.py``,
+  ``lm_eval_client.py``, the lm-eval model type, ``harness.methods``, the model sources ...);
+* the shared protocol every run goes through (:data:`PROTOCOL`: the pipeline, the metrics, the
+  paired comparison, the model source, the adapter and suite contracts), with its imports likewise;
+* but not the modules that only record or present a result (:data:`NOT_SCORING`: the store,
+  records, provenance, the CLI, the registry, efficiency timing ...).
+
+Each module counts as ``ast.dump`` of its parsed source with docstrings removed, so comments,
+docstrings and formatting do not change the fingerprint; any change to the code does. Modules are
+located with :func:`importlib.util.find_spec` and never imported (parent packages are, and theirs
+are light), so the read side can tell stale from current without torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib.metadata import entry_points
+from pathlib import Path
+
+PROTOCOL = (
+    "harness.runner.pipeline", "harness.measure.metrics", "harness.measure.paired", "harness.measure.compare",
+    "harness.sources.models", "harness.suite", "harness.adapter",
+)
+"""Modules every run's scores pass through, whatever the adapter and suite."""
+
+NOT_SCORING = (
+    "harness.results", "harness.errors", "harness.registry", "harness.config", "harness.cli", "harness.sweep",
+    "harness.runner.run", "harness.runner.plan", "harness.runner.provenance", "harness.runner.fitcache",
+    "harness.runner.saved", "harness.runner.export", "harness.measure.efficiency", "harness.pages", "harness.budgets",
+    "harness.rebuild", "harness.leaderboard",
+)
+"""Modules (and packages) that record, plan or present a run but do not decide a score: a change
+there leaves stored runs current. (A budget's values are part of the identity through the recipe.)"""
+
+GROUPS = {"adapter": "harness.adapters", "suite": "harness.suites"}
+
+
+def code_fingerprint(adapter: str, suite: str) -> str:
+    """The fingerprint of the code that scores ``adapter`` on ``suite`` (16 hex digits); ``""`` when
+    either is not installed (a run of it can then never be current)."""
+    roots = [_entry_module("adapter", adapter), _entry_module("suite", suite)]
+    if None in roots:
+        return ""
+    return _digest(tuple(sorted(set(PROTOCOL) | set(roots))), roots[0].partition(".")[0])
+
+
+def is_stale(adapter: str, suite: str, code: str | None) -> bool:
+    """True when a stored run's fingerprint is not the current code's (runs stored before
+    fingerprints existed have none, so they are stale)."""
+    return not code or code != code_fingerprint(adapter, suite)
+
+
+def modules(roots: tuple[str, ...], own_package: str = "harness") -> list[str]:
+    """The modules ``roots`` reach through their imports (see the module docstring), sorted."""
+    seen: set[str] = set()
+    todo = [r for r in roots if _counted(r, own_package)]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += [m for m in _imports(name, own_package) if m not in seen and _counted(m, own_package)]
+    return sorted(seen)
+
+
+def _digest(roots: tuple[str, ...], own_package: str) -> str:
+    h = hashlib.sha256()
+    for name in modules(roots, own_package):
+        h.update(name.encode() + b"\0" + _parsed(name).dump.encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _entry_module(kind: str, name: str) -> str | None:
+    found = [ep for ep in entry_points(group=GROUPS[kind]) if ep.name == name]
+    return found[0].module if found else None
+
+
+def _counted(name: str, own_package: str) -> bool:
+    top = name.partition(".")[0]
+    if top not in ("harness", own_package) or _file(name) is None:
+        return False
+    return not any(name == n or name.startswith(n + ".") for n in NOT_SCORING)
+
+
+@lru_cache(maxsize=None)
+def _spec(name: str):
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+
+
+def _file(name: str) -> Path | None:
+    spec = _spec(name)
+    return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
+
+def _is_package(name: str) -> bool:
+    spec = _spec(name)
+    return spec is not None and spec.submodule_search_locations is not None
+
+
+def _imports(name: str, own_package: str) -> list[str]:
+    """The harness (or ``own_package``) modules ``name`` imports anywhere in its body (``from pkg import
+    mod`` names the module); other packages are never looked up, since finding ``a.b.c`` imports ``a.b``."""
+    found = set()
+    for base, names in _parsed(name).imports:
+        if base.partition(".")[0] not in ("harness", own_package):
+            continue
+        if names and _is_package(base):
+            found |= {f"{base}.{n}" if _spec(f"{base}.{n}") else base for n in names}
+        else:
+            found.add(base)
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    dump: str                                          # ast.dump without docstrings
+    imports: tuple[tuple[str, tuple[str, ...]], ...]   # (absolute module, names imported from it; () for ``import m``)
+
+
+def _parsed(name: str) -> _Parsed:
+    path = _file(name)
+    stat = path.stat()
+    return _parse(name, path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=None)
+def _parse(name: str, path: Path, mtime_ns: int, size: int) -> _Parsed:
+    """A module's normalized tree and its imports (cached per file version: a long-running reader
+    sees an edited module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.stem == "__init__" else name.rpartition(".")[0]
+    imports = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imports += [(a.name, ()) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            imports.append((base, tuple(a.name for a in node.names)))
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return _Parsed(ast.dump(tree), tuple(imports))
