@@ -1,0 +1,153 @@
+"""Leaderboard page speed in headless Chromium (issue 34.1): navigation to the Pareto chart's plot in
+the DOM, cold (a fresh server) and warm (its cache filled), and the landing page's DOM size.
+
+``python -m harness.benchmarks.leaderboard --db results.duckdb [--db /tmp/gen10k.duckdb] [--loads 5]``
+(``python -m harness.benchmarks.leaderboard_store /tmp/gen10k.duckdb`` writes a 10,000-run store).
+Chromium is driven over the DevTools protocol (the ``websockets`` client, which Streamlit's server brings):
+each load navigates, then polls every 50 ms for ``.js-plotly-plot .main-svg``. A cold load is the
+first after a server start, one server per cold load; warm loads follow on the last server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from websockets.asyncio.client import connect
+
+CHART = "!!document.querySelector('.js-plotly-plot .main-svg')"
+DOM_BYTES = "new Blob([document.documentElement.outerHTML]).size"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(url: str, timeout_s: float = 90) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return urllib.request.urlopen(url, timeout=2).read().decode()
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"{url} did not answer within {timeout_s} s")
+
+
+class Browser:
+    """Headless Chromium with one page, driven over the DevTools protocol."""
+
+    def __init__(self, chromium: str):
+        self.port, self.profile = free_port(), tempfile.mkdtemp(prefix="bench-chromium-")
+        self.proc = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             f"--remote-debugging-port={self.port}", f"--user-data-dir={self.profile}", "--window-size=1280,900", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        pages = json.loads(wait_for(f"http://127.0.0.1:{self.port}/json/list"))
+        self.ws_url = next(p["webSocketDebuggerUrl"] for p in pages if p["type"] == "page")
+        self.ids = 0
+
+    async def _call(self, ws, method: str, **params):
+        self.ids += 1
+        await ws.send(json.dumps({"id": self.ids, "method": method, "params": params}))
+        while True:
+            reply = json.loads(await ws.recv())
+            if reply.get("id") == self.ids:
+                return reply.get("result", {})
+
+    async def _load(self, url: str, timeout_s: float) -> tuple[float, int]:
+        async with connect(self.ws_url, max_size=64 << 20) as ws:
+            return await self._time(ws, url, timeout_s)
+
+    async def _time(self, ws, url: str, timeout_s: float) -> tuple[float, int]:
+        await self._call(ws, "Page.navigate", url="about:blank")
+        start = time.perf_counter()
+        await self._call(ws, "Page.navigate", url=url)
+        while time.perf_counter() - start < timeout_s:
+            found = await self._call(ws, "Runtime.evaluate", expression=CHART)
+            if found.get("result", {}).get("value"):
+                elapsed = time.perf_counter() - start
+                size = await self._call(ws, "Runtime.evaluate", expression=DOM_BYTES)
+                return elapsed, int(size["result"]["value"])
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"no chart at {url} within {timeout_s} s")
+
+    def load(self, url: str, timeout_s: float = 60) -> tuple[float, int]:
+        """Seconds from navigation to the chart in the DOM, and the DOM's bytes then."""
+        return asyncio.run(self._load(url, timeout_s))
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def serve(db: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    harness = Path(sys.executable).with_name("harness")
+    proc = subprocess.Popen([str(harness), "leaderboard", "--db", str(db), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    wait_for(f"{url}/_stcore/health")
+    return proc, url
+
+
+def measure(db: Path, browser: Browser, loads: int) -> dict:
+    """Median seconds to the chart over ``loads`` cold loads (a fresh server each) and ``loads`` warm
+    loads (the last server, its cache filled), and the DOM's bytes at the chart."""
+    cold, warm, dom = [], [], []
+    for _ in range(loads):
+        proc, url = serve(db)
+        try:
+            seconds, size = browser.load(url)
+            cold.append(seconds)
+            dom.append(size)
+        finally:
+            if len(cold) < loads:
+                proc.terminate()
+                proc.wait(timeout=30)
+    try:
+        for _ in range(loads):
+            seconds, size = browser.load(url)
+            warm.append(seconds)
+            dom.append(size)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return {"db": str(db), "cold_s": statistics.median(cold), "warm_s": statistics.median(warm), "dom_kb": max(dom) / 1024,
+            "cold_all": cold, "warm_all": warm}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, action="append", required=True, help="a results database (repeat for several)")
+    parser.add_argument("--loads", type=int, default=5, help="loads per measurement (medians)")
+    args = parser.parse_args()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        sys.exit("error: chromium is not installed (apt-get install -y chromium)")
+    browser = Browser(chromium)
+    try:
+        rows = [measure(db, browser, args.loads) for db in args.db]
+    finally:
+        browser.close()
+    print("| database | cold s (median) | warm s (median) | DOM KB (max) |\n|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['db']} | {r['cold_s']:.2f} | {r['warm_s']:.2f} | {r['dom_kb']:.0f} |")
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
