@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import shutil
 import socket
@@ -52,7 +53,7 @@ class Browser:
         self.port, self.profile = free_port(), tempfile.mkdtemp(prefix="bench-chromium-")
         self.proc = subprocess.Popen(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-             f"--remote-debugging-port={self.port}", f"--user-data-dir={self.profile}", "--window-size=1280,900", "about:blank"],
+             f"--remote-debugging-port={self.port}", f"--user-data-dir={self.profile}", "--window-size=1600,1000", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         pages = json.loads(wait_for(f"http://127.0.0.1:{self.port}/json/list"))
@@ -67,9 +68,14 @@ class Browser:
             if reply.get("id") == self.ids:
                 return reply.get("result", {})
 
-    async def _load(self, url: str, timeout_s: float) -> tuple[float, int]:
+    async def _load(self, url: str, timeout_s: float, screenshot: Path | None) -> tuple[float, int]:
         async with connect(self.ws_url, max_size=64 << 20) as ws:
-            return await self._time(ws, url, timeout_s)
+            timed = await self._time(ws, url, timeout_s)
+            if screenshot is not None:
+                await asyncio.sleep(1.0)  # the chart's first frame is drawn; let the page settle
+                shot = await self._call(ws, "Page.captureScreenshot", format="png")
+                screenshot.write_bytes(base64.b64decode(shot["data"]))
+            return timed
 
     async def _time(self, ws, url: str, timeout_s: float) -> tuple[float, int]:
         await self._call(ws, "Page.navigate", url="about:blank")
@@ -84,9 +90,10 @@ class Browser:
             await asyncio.sleep(0.05)
         raise TimeoutError(f"no chart at {url} within {timeout_s} s")
 
-    def load(self, url: str, timeout_s: float = 60) -> tuple[float, int]:
-        """Seconds from navigation to the chart in the DOM, and the DOM's bytes then."""
-        return asyncio.run(self._load(url, timeout_s))
+    def load(self, url: str, timeout_s: float = 60, screenshot: Path | None = None) -> tuple[float, int]:
+        """Seconds from navigation to the chart in the DOM, and the DOM's bytes then; ``screenshot``:
+        a PNG of the page once the chart is drawn."""
+        return asyncio.run(self._load(url, timeout_s, screenshot))
 
     def close(self) -> None:
         self.proc.terminate()
@@ -134,12 +141,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, action="append", required=True, help="a results database (repeat for several)")
     parser.add_argument("--loads", type=int, default=5, help="loads per measurement (medians)")
+    parser.add_argument("--screenshot", type=Path, help="also write a PNG of the first database's page (docs/leaderboard.png)")
     args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         sys.exit("error: chromium is not installed (apt-get install -y chromium)")
     browser = Browser(chromium)
     try:
+        if args.screenshot:
+            proc, url = serve(args.db[0])
+            browser.load(url, screenshot=args.screenshot)
+            proc.terminate()
         rows = [measure(db, browser, args.loads) for db in args.db]
     finally:
         browser.close()

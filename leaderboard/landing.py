@@ -80,10 +80,11 @@ def table(view: overview.Overview, headlines: dict[str, str]) -> Cell | None:
         "emb. fraction": st.column_config.NumberColumn(format="%.4f", help="embedding parameters kept / base"),
         "storage MB": st.column_config.NumberColumn(format="%.2f", help="embedding storage incl. fixed id maps"),
         "avg %Base": st.column_config.NumberColumn(format="%.1f"),
-        **{s: st.column_config.TextColumn(help=f"headline: {headlines.get(s, s)}") for s in view.suites},
+        **{s: st.column_config.TextColumn(help=f"headline: {headlines.get(s, s)}", width="medium") for s in view.suites},
     }
     event = st.dataframe(
         styled, hide_index=True, column_config=formats, on_select="rerun", selection_mode="single-cell", key="overview",
+        column_order=[c for c in shown.columns if c != "settings"] + ["settings"],  # the full configuration last: it is long
     )
     st.caption(f"Markers: {overview.legend()}.")
     cells = event.selection.cells if event is not None else []
