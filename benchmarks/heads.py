@@ -8,6 +8,7 @@ against the bound: the dense head at batch 1 streams V*D*4 bytes, ASG's m*V code
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
@@ -87,6 +88,23 @@ def _bytes(head: nn.Module, n: int) -> tuple[int, int]:
     raise TypeError(f"no byte model for {type(head).__name__}")
 
 
+def head_calls(dense: nn.Linear, heads: dict[str, nn.Module], hidden: torch.Tensor) -> dict[str, Callable[[], object]]:
+    """One call of each head on the (n, D) ``hidden`` states, the dense one first under "dense"
+    ("asg reference": the embedding_bag path of the ASG head)."""
+    n = hidden.shape[0]
+    calls = {"dense": lambda: dense(hidden)}
+    calls |= {name: (lambda head=head: head(hidden)) for name, head in heads.items() if name != "asg reference"}
+    if "asg reference" in heads:
+        asg = heads["asg reference"]
+        calls["asg reference"] = lambda: asg.reference_sum(asg.score_table(hidden, max(n, 2)), n)
+    return calls
+
+
+def inner_calls(shape: Shape, n: int) -> int:
+    """Back-to-back calls per timing: about 10 ms of the dense head on 2 cores."""
+    return max(1, min(10, round(3e8 / (shape.vocab * shape.dim * n))))
+
+
 def head_rows(shape: Shape, table: torch.Tensor, heads: dict[str, nn.Module], device: str, rounds: int,
               batches: tuple[int, ...] = (1, 32), targets: dict[tuple[str, int], float] | None = None) -> list[Row]:
     """Each head in ``heads`` against the dense projection of ``table``, per batch size; all heads
@@ -95,13 +113,8 @@ def head_rows(shape: Shape, table: torch.Tensor, heads: dict[str, nn.Module], de
     heads = {name: head.to(device) for name, head in heads.items()}
     rows = []
     for n in batches:
-        hidden = torch.randn(n, shape.dim, device=device)
-        calls = {name: (lambda head=head: head(hidden)) for name, head in heads.items() if name != "asg reference"}
-        if "asg reference" in heads:
-            asg = heads["asg reference"]
-            calls["asg reference"] = lambda: asg.reference_sum(asg.score_table(hidden, max(n, 2)), n)
-        inner = max(1, min(10, round(3e8 / (shape.vocab * shape.dim * n))))  # ~10 ms of dense head on 2 cores
-        pairs = against(lambda: dense(hidden), calls, device, rounds, inner)
+        calls = head_calls(dense, heads, torch.randn(n, shape.dim, device=device))
+        pairs = against(calls.pop("dense"), calls, device, rounds, inner_calls(shape, n))
         base_bytes, base_macs = _bytes(dense, n)
         for name, pair in pairs.items():
             moved, macs = _bytes(heads[name], n)

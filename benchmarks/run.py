@@ -2,7 +2,8 @@
 
 Sections run in this order, each as ratios of ABAB rounds: for SmolLM2 (packaged weights and a
 fitted ASG, or random weights at its shapes) and a Llama-3-sized decoder (random weights, a few
-layers), the output heads at batch 1 and 32, then greedy decoding; resident memory of me5-small
+layers), the output heads at batch 1 and 32 (on CPU also quiet vs one busy process, issue 34), then
+greedy decoding; resident memory of me5-small
 with and without ASG, one fresh process per measurement; the fit time of ASG and SG on
 me5-small's table; encoder latency after a faiss fit vs in a fresh process.
 """
@@ -18,6 +19,7 @@ from harness.adapters.asg import AsgAdapter, AsgConfig, ConceptEmbedding, Concep
 from torch import nn
 
 from harness.adapter import FitContext
+from harness.benchmarks.contention import contention_rows
 from harness.benchmarks.decode import decode_rows
 from harness.benchmarks.fit import after_fit_rows, fit_rows
 from harness.benchmarks.heads import LLAMA3, SMOLLM2, Shape, asg_targets, compressed_heads, head_rows, random_concepts
@@ -99,6 +101,9 @@ def run_benchmarks(opts: BenchOptions, say: Callable[[str], None] = lambda messa
                 say(f"{case.shape.label()}: output heads")
                 heads = compressed_heads(case.shape, table, asg)
                 report.rows += head_rows(case.shape, table, heads, opts.device, rounds, targets=asg_targets(case.shape))
+                if opts.device == "cpu":
+                    say(f"{case.shape.label()}: output heads, quiet vs one busy process")
+                    report.rows += contention_rows(case.shape, table, heads, rounds)
             if "decode" in opts.sections:
                 say(f"{case.shape.label()}: greedy decoding")
                 report.rows += decode_rows(case.shape.label(), model, (asg, ConceptLMHead(asg)), opts.device, rounds)

@@ -62,6 +62,11 @@ def peak_mb(fn: Callable[[], object], device: str) -> float:
     return torch.cuda.max_memory_allocated() / 2**20
 
 
+def one_round(fns: dict[str, Callable[[], object]], device: str, inner: int) -> dict[str, float]:
+    """Milliseconds per call of every function in ``fns``, one after another."""
+    return {name: time_ms(fn, device, inner) for name, fn in fns.items()}
+
+
 def against(base: Callable[[], object], methods: dict[str, Callable[[], object]], device: str, rounds: int,
             inner: int) -> dict[str, Pair]:
     """``base`` and every method in turn, round after round (A B C ... A B C ...); each method's
@@ -71,16 +76,16 @@ def against(base: Callable[[], object], methods: dict[str, Callable[[], object]]
         for fn in fns.values():  # warm-up: first-call costs (kernel build, allocator) stay out
             fn()
         peaks = {name: peak_mb(fn, device) for name, fn in fns.items()}
-        samples: dict[str, list[float]] = {name: [] for name in fns}
-        for _ in range(rounds):
-            for name, fn in fns.items():
-                samples[name].append(time_ms(fn, device, inner))
-    return {name: from_samples(samples[""], samples[name], peaks=(peaks[""], peaks[name])) for name in methods}
+        times = [one_round(fns, device, inner) for _ in range(rounds)]
+    return {name: from_samples([t[""] for t in times], [t[name] for t in times], peaks=(peaks[""], peaks[name]))
+            for name in methods}
 
 
-def from_samples(base: list[float], method: list[float], peaks: tuple[float, float] = (math.nan, math.nan)) -> Pair:
-    """A :class:`Pair` from per-round values of two sides (lower is better: time per call)."""
-    ratios = [b / m for b, m in zip(base, method)]
+def from_samples(base: list[float], method: list[float], peaks: tuple[float, float] = (math.nan, math.nan),
+                 higher_is_better: bool = False) -> Pair:
+    """A :class:`Pair` from per-round values of two sides: times per call (ratio base/method), or
+    with ``higher_is_better`` throughputs or speed-ups (ratio method/base)."""
+    ratios = [m / b if higher_is_better else b / m for b, m in zip(base, method)]
     return Pair(
         statistics.median(base), statistics.median(method), statistics.median(ratios), min(ratios), max(ratios),
         len(ratios), *peaks,

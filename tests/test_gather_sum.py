@@ -7,9 +7,12 @@ differences are about 3e-5).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 import torch
 from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
@@ -106,9 +109,62 @@ def test_kernel_declines_what_it_does_not_handle():
     assert [gs.padded_width(n) for n in (1, 2, 8, 9, 32)] == [1, 8, 8, 16, 32]
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
-def test_kernel_shares_torchs_openmp_runtime():
-    assert gs.library() is not None
-    mapped = {Path(line.split()[-1]) for line in Path("/proc/self/maps").read_text().splitlines() if "libgomp" in line}
-    torch_gomp = [p for p in mapped if p.name == "libgomp.so.1"]
-    assert len(torch_gomp) == 1, mapped  # one GNU OpenMP for torch and the kernel (faiss ships its own, renamed)
+@pytest.fixture
+def torch_threads():
+    """Set torch's thread count for one test (the kernel's pool follows it), restored afterwards."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+# m * V >= 2^20 gathered scores per hidden state: large enough that the kernel shares the work out
+POOLED = {"vocab": 50000, "dim": 96, "m": 24}
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+@pytest.mark.parametrize("k, n", [(256, 1), (1024, 1), (1024, 20)])
+def test_pooled_kernel_equals_reference_at_any_thread_count(torch_threads, threads, k, n):
+    """More threads than cores (5 on 2) still sums every block exactly once."""
+    torch_threads(threads)
+    head = _head(k=k, **POOLED)
+    assert POOLED["m"] * POOLED["vocab"] >= 2**20
+    fast, reference = _paths(head, torch.randn(n, POOLED["dim"]))
+    torch.testing.assert_close(fast, reference, **TOL)
+
+
+def test_concurrent_callers_each_get_their_own_logits(torch_threads):
+    """ctypes releases the GIL: calls from several Python threads at once (one shares the pool,
+    the others run alone) never mix their blocks."""
+    torch_threads(2)
+    head = _head(k=1024, **POOLED)
+    hidden = torch.randn(12, 1, POOLED["dim"])
+    with torch.no_grad():
+        expected = [head.reference_sum(head.score_table(h, 2), 1) for h in hidden]
+        with ThreadPoolExecutor(4) as pool:
+            for _ in range(5):
+                for got, want in zip(pool.map(head, hidden), expected):
+                    torch.testing.assert_close(got, want, **TOL)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_forked_child_computes_without_the_parents_helpers(torch_threads):
+    """A forked child (a data-loader worker) inherits the pool's state but none of its threads:
+    its caller does every block itself instead of waiting for helpers that do not exist. Each
+    block's sum runs in the same order on any thread, so the logits are bit-identical; the child
+    compares them with NumPy (torch's OpenMP ops hang in a child forked after they ran)."""
+    torch_threads(2)
+    head = _head(k=1024, **POOLED)
+    hidden = torch.randn(1, POOLED["dim"])
+    with torch.no_grad():
+        expected = head(hidden)  # the parent's helpers are running now
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 iff its logits equal the parent's
+            os._exit(0 if np.array_equal(head(hidden).numpy(), expected.numpy()) else 1)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung in the kernel")
+    assert os.waitstatus_to_exitcode(done[1]) == 0

@@ -2,11 +2,13 @@
 //
 // out[n, t] = sum_i S[i*k + codes[i*V + t], n] for n < N, t < V, with S the (m*k, ld) score table
 // (row = concept, column = hidden state) and codes the segment-major (m, V) map.
-// Plain C ABI (called through ctypes with data pointers). Built with -fopenmp where torch runs on
-// GNU OpenMP: it then shares the runtime torch loaded (libgomp.so.1), so torch.set_num_threads applies.
+// Plain C ABI (called through ctypes with data pointers); threads from its own work-sharing pool below.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "codes are read as little-endian 64-bit words");
 
@@ -14,6 +16,81 @@ typedef float v8 __attribute__((vector_size(32), aligned(4)));  // 8 floats; una
 
 static inline v8 load8(const float* p) { return *reinterpret_cast<const v8*>(p); }
 static inline void store8(float* p, v8 v) { *reinterpret_cast<v8*>(p) = v; }
+
+// Work sharing that stays fast on a shared machine. The caller and up to threads - 1 helpers claim
+// the blocks [0, n) of one call from a single counter; helpers sleep on a futex between calls
+// (std::atomic::wait: a passive wait, no spinning), and the caller returns once every claimed block
+// is done. A helper the scheduler has not run yet claims nothing, so the caller never waits for it:
+// under OpenMP the end-of-region barrier waits for every team thread, a whole scheduler slice when
+// another process holds that thread's core. Here a taken core costs at most the caller's own speed.
+namespace pool {
+
+using Body = void (*)(const void* ctx, int64_t block);
+
+struct State {
+  std::atomic<uint64_t> ticket{0};  // (call << 32) | next unclaimed block of that call
+  std::atomic<uint32_t> calls{0};   // helpers sleep on this word until the next call
+  std::atomic<Body> body{nullptr};  // the current call (written before its ticket is released)
+  std::atomic<const void*> ctx{nullptr};
+  std::atomic<int64_t> blocks{0}, done{0};
+  std::atomic<int> helpers{0};      // helpers allowed to join the current call
+  std::mutex submit;                // one call at a time; a concurrent caller runs its blocks alone
+  int started = 0;                  // helper threads started so far (under submit)
+};
+
+static State& state() {
+  static State* s = new State;  // never destroyed: detached helpers may outlive static destructors
+  return *s;
+}
+
+// Claim and run blocks until the current call has none left. A claim succeeds only while its call
+// still has unclaimed blocks, so that call's body, context and done counter are the current ones.
+static void work(State& s) {
+  uint64_t seen = s.ticket.load(std::memory_order_acquire);
+  while (int64_t(seen & 0xffffffffu) < s.blocks.load(std::memory_order_relaxed)) {
+    if (s.ticket.compare_exchange_weak(seen, seen + 1, std::memory_order_acquire)) {
+      s.body.load(std::memory_order_relaxed)(s.ctx.load(std::memory_order_relaxed), int64_t(seen & 0xffffffffu));
+      s.done.fetch_add(1, std::memory_order_release);
+      seen = s.ticket.load(std::memory_order_acquire);
+    }
+  }
+}
+
+static void helper(int index) {
+  State& s = state();
+  for (uint32_t call = s.calls.load(std::memory_order_acquire);; call = s.calls.load(std::memory_order_acquire)) {
+    if (index < s.helpers.load(std::memory_order_relaxed)) work(s);
+    s.calls.wait(call, std::memory_order_acquire);  // returns at once if a call came in meanwhile
+  }
+}
+
+// body(ctx, b) for every b in [0, blocks), on the caller and up to threads - 1 helpers.
+static void run(Body body, const void* ctx, int64_t blocks, int threads) {
+  State& s = state();
+  std::unique_lock<std::mutex> lock(s.submit, std::try_to_lock);
+  if (threads < 2 || blocks < 2 || !lock.owns_lock()) {
+    for (int64_t b = 0; b < blocks; ++b) body(ctx, b);
+    return;
+  }
+  for (; s.started < threads - 1; ++s.started) std::thread(helper, s.started).detach();
+  s.body.store(body, std::memory_order_relaxed);
+  s.ctx.store(ctx, std::memory_order_relaxed);
+  s.blocks.store(blocks, std::memory_order_relaxed);
+  s.done.store(0, std::memory_order_relaxed);
+  s.helpers.store(threads - 1, std::memory_order_relaxed);
+  s.ticket.store(((s.ticket.load(std::memory_order_relaxed) >> 32) + 1) << 32, std::memory_order_release);
+  s.calls.fetch_add(1, std::memory_order_release);
+  s.calls.notify_all();
+  work(s);
+  while (s.done.load(std::memory_order_acquire) < blocks) std::this_thread::yield();  // blocks helpers hold
+}
+
+template <typename F>
+static void parallel_for(int64_t blocks, int threads, const F& f) {
+  run([](const void* ctx, int64_t b) { (*static_cast<const F*>(ctx))(b); }, &f, blocks, threads);
+}
+
+}  // namespace pool
 
 // One hidden state (ld = 1), tokens [t0, t1): blocks of 512 tokens keep the partial sums in L1 while
 // each segment's codes stream in order; four segments per pass cut the partial-sum loads and stores,
@@ -84,35 +161,29 @@ static void states(const float* S, int64_t ld, const code_t* codes, float* out, 
 
 template <typename code_t>
 static void run(const float* S, int64_t ld, const code_t* codes, float* out, int64_t N, int64_t m, int64_t k,
-                int64_t V) {
-  // threads only for at least ~1M gathered scores: below that, waking a second thread costs more
-  // than it saves (and on a loaded machine a descheduled thread stalls the whole call)
-  const bool threads = N * m * V >= (1 << 20);
+                int64_t V, int threads) {
+  // threads only for at least ~1M gathered scores: below that, waking a second thread costs more than it saves
+  if (N * m * V < (1 << 20)) threads = 1;
   if (ld == 1) {
-    constexpr int64_t B = 4096;
-#pragma omp parallel for schedule(static) if (threads)
-    for (int64_t blk = 0; blk < (V + B - 1) / B; ++blk)
+    constexpr int64_t B = 2048;
+    pool::parallel_for((V + B - 1) / B, threads, [&](int64_t blk) {
       one_state<code_t>(S, codes, out, m, k, V, blk * B, std::min(V, (blk + 1) * B));
+    });
     return;
   }
-  // columns in chunks of 16 (a last chunk of 8 where ld % 16 == 8); tokens in blocks of T, whose
-  // partial sums (128 KiB) and four segments' score rows (256 KiB at 16 columns) stay in L2
+  // the N columns in chunks of 16 (a last chunk of 8 where it ends 8 columns before ld); tokens in
+  // blocks of T, whose partial sums (128 KiB) and four segments' score rows (256 KiB at 16 columns) stay in L2
   constexpr int64_t T = 2048;
-  const int64_t chunks = (ld + 15) / 16, blocks = (V + T - 1) / T;
-#pragma omp parallel if (threads)
-  {
+  const int64_t chunks = (N + 15) / 16, blocks = (V + T - 1) / T;
+  pool::parallel_for(chunks * blocks, threads, [&](int64_t job) {
     alignas(64) static thread_local float acc[T * 16];
-#pragma omp for schedule(static) collapse(2)
-    for (int64_t c = 0; c < chunks; ++c)
-      for (int64_t blk = 0; blk < blocks; ++blk) {
-        const int64_t j0 = 16 * c, valid = std::min<int64_t>(16, N - j0), t0 = blk * T, t1 = std::min(V, t0 + T);
-        if (valid <= 0) continue;
-        if (ld - j0 >= 16)
-          states<code_t, 2>(S + j0, ld, codes, out + j0 * V, m, k, V, valid, t0, t1, acc);
-        else
-          states<code_t, 1>(S + j0, ld, codes, out + j0 * V, m, k, V, valid, t0, t1, acc);
-      }
-  }
+    const int64_t j0 = 16 * (job / blocks), valid = std::min<int64_t>(16, N - j0), t0 = (job % blocks) * T;
+    const int64_t t1 = std::min(V, t0 + T);
+    if (ld - j0 >= 16)
+      states<code_t, 2>(S + j0, ld, codes, out + j0 * V, m, k, V, valid, t0, t1, acc);
+    else
+      states<code_t, 1>(S + j0, ld, codes, out + j0 * V, m, k, V, valid, t0, t1, acc);
+  });
 }
 
 // Segment scores of one hidden state h (m*d): S[i*k + j] = h_i . C_i[j], C_i = books + i*k*d (or the
@@ -146,12 +217,12 @@ extern "C" {
 // S: (m*k, ld) float32, ld == 1 or a multiple of 8, N <= ld; codes: (m, V) with code_bytes 1 (uint8),
 // 2 (uint16) or 4 (int32), values in [0, k); out: (N, V). Returns 0, or 1 for an unsupported layout.
 int gather_sum(const float* S, int64_t ld, const void* codes, int code_bytes, float* out, int64_t N, int64_t m,
-               int64_t k, int64_t V) {
+               int64_t k, int64_t V, int threads) {
   if (N < 1 || N > ld || (ld != 1 && ld % 8)) return 1;
   switch (code_bytes) {
-    case 1: run(S, ld, static_cast<const uint8_t*>(codes), out, N, m, k, V); return 0;
-    case 2: run(S, ld, static_cast<const uint16_t*>(codes), out, N, m, k, V); return 0;
-    case 4: run(S, ld, static_cast<const int32_t*>(codes), out, N, m, k, V); return 0;
+    case 1: run(S, ld, static_cast<const uint8_t*>(codes), out, N, m, k, V, threads); return 0;
+    case 2: run(S, ld, static_cast<const uint16_t*>(codes), out, N, m, k, V, threads); return 0;
+    case 4: run(S, ld, static_cast<const int32_t*>(codes), out, N, m, k, V, threads); return 0;
     default: return 1;
   }
 }
@@ -159,8 +230,8 @@ int gather_sum(const float* S, int64_t ld, const void* codes, int code_bytes, fl
 // The whole head for one hidden state h (m*d floats): segment scores into S (m*k floats of
 // workspace), then the gather-sum into out (V). books: (m*k, d), or (k, d) when shared.
 int one_state_logits(const float* h, const float* books, int shared, float* S, const void* codes, int code_bytes,
-                     float* out, int64_t m, int64_t k, int64_t d, int64_t V) {
+                     float* out, int64_t m, int64_t k, int64_t d, int64_t V, int threads) {
   one_state_scores(h, books, shared != 0, S, m, k, d);
-  return gather_sum(S, 1, codes, code_bytes, out, 1, m, k, V);
+  return gather_sum(S, 1, codes, code_bytes, out, 1, m, k, V, threads);
 }
 }

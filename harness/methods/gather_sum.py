@@ -10,10 +10,13 @@ hidden state, so that one code selects N contiguous floats; the kernel takes 16 
 over blocks of 2,048 tokens whose partial sums stay in L2.
 
 The kernel (``gather_sum.cpp``) is compiled on first use with the system C++ compiler into
-``cache_dir()/kernels`` (about a second) and called through ctypes. On Linux, where torch runs on
-GNU OpenMP, it is built with ``-fopenmp`` and links the ``libgomp.so.1`` torch has already loaded,
-so it shares torch's thread pool and ``torch.set_num_threads``. Without a compiler it is
-unavailable and :func:`gather_sum` returns None; callers then use their reference path.
+``cache_dir()/kernels`` (about two seconds) and called through ctypes, which releases the GIL. It
+runs on up to ``torch.get_num_threads()`` threads of its own work-sharing pool rather than OpenMP:
+helpers sleep between calls and claim blocks from one counter, and the caller never waits for a
+helper the scheduler has not run, so a core taken by another process (a sweep's second job, a
+browser) costs at most the caller's own single-thread speed instead of a scheduler slice per call.
+Without a compiler it is unavailable and :func:`gather_sum` returns None; callers then use their
+reference path.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -43,9 +45,7 @@ def padded_width(n: int) -> int:
 
 
 def _flags() -> list[str]:
-    flags = ["-O3", "-std=c++17", "-shared", "-fPIC"]
-    if sys.platform.startswith("linux") and "parallel backend: OpenMP" in torch.__config__.parallel_info():
-        flags.append("-fopenmp")  # resolves to the libgomp.so.1 torch loaded (same soname)
+    flags = ["-O3", "-std=c++20", "-shared", "-fPIC", "-pthread"]  # C++20: std::atomic::wait (a futex)
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-mavx2", "-mfma"]
     return flags
@@ -83,11 +83,12 @@ def library() -> ctypes.CDLL | None:
         return None
     lib.gather_sum.argtypes = [
         ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, *[ctypes.c_int64] * 4,
+        ctypes.c_int,
     ]
     lib.gather_sum.restype = ctypes.c_int
     lib.one_state_logits.argtypes = [
         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-        *[ctypes.c_int64] * 4,
+        *[ctypes.c_int64] * 4, ctypes.c_int,
     ]
     lib.one_state_logits.restype = ctypes.c_int
     return lib
@@ -118,7 +119,7 @@ def gather_sum(table: torch.Tensor, codes: torch.Tensor, n: int) -> torch.Tensor
     out = torch.empty(n, vocab, dtype=torch.float32)
     status = lib.gather_sum(
         table.data_ptr(), table.shape[1], codes.data_ptr(), _CODE_BYTES[codes.dtype], out.data_ptr(),
-        n, m, table.shape[0] // m, vocab,
+        n, m, table.shape[0] // m, vocab, torch.get_num_threads(),
     )
     if status:
         raise RuntimeError(f"gather_sum kernel rejected table {tuple(table.shape)} for n={n}")
@@ -130,8 +131,8 @@ def one_state_logits(hidden: torch.Tensor, codebooks: torch.Tensor, codes: torch
 
     ``hidden``: (D,) float32; ``codebooks``: (m*k, D/m), or (k, D/m) when ``shared``; ``codes``:
     (m, V) as for :func:`gather_sum`. Returns (1, V). Callers check :func:`applies` first. One call
-    instead of a matrix product plus the kernel: on a busy machine every extra parallel region can
-    wait a whole scheduler slice for its second thread.
+    instead of a matrix product plus the kernel: torch's matrix product would start an OpenMP
+    region, which on a busy machine can wait a whole scheduler slice for its second thread.
     """
     m, vocab = codes.shape
     d = hidden.shape[0] // m
@@ -141,7 +142,7 @@ def one_state_logits(hidden: torch.Tensor, codebooks: torch.Tensor, codes: torch
     out = torch.empty(1, vocab, dtype=torch.float32)
     status = library().one_state_logits(
         hidden.data_ptr(), codebooks.data_ptr(), int(shared), scores.data_ptr(), codes.data_ptr(),
-        _CODE_BYTES[codes.dtype], out.data_ptr(), m, k, d, vocab,
+        _CODE_BYTES[codes.dtype], out.data_ptr(), m, k, d, vocab, torch.get_num_threads(),
     )
     if status:
         raise RuntimeError(f"one_state_logits rejected codes of dtype {codes.dtype}")
