@@ -170,8 +170,8 @@ class ConceptLMHead(nn.Module):
     * :meth:`reference_sum`: one ``embedding_bag`` (mode "sum") over the score rows; differentiable,
       any device and dtype. Used for training (gradients enabled), on CUDA and without a compiler.
     * :mod:`harness.methods.gather_sum`: a fused CPU kernel reading the (m, V) map in its stored dtype
-      (float32 inference on CPU; one call for the whole head at batch 1). Same logits up to the
-      order of the float additions.
+      (float32 inference on CPU; one call for the whole head, scores included). Same logits up to
+      the order of the float additions.
     """
 
     def __init__(self, concepts: ConceptEmbedding, bias: torch.Tensor | None = None):
@@ -209,10 +209,7 @@ class ConceptLMHead(nn.Module):
         n = flat.shape[0]
         training = torch.is_grad_enabled() and (flat.requires_grad or self.concepts.codebooks.requires_grad)
         if not training and gather_sum.applies(flat):
-            if n == 1:
-                logits = gather_sum.one_state_logits(flat[0], self.concepts.codebooks, self.codes, self.concepts.shared)
-            else:
-                logits = gather_sum.gather_sum(self.score_table(flat, gather_sum.padded_width(n)), self.codes, n)
+            logits = gather_sum.logits(flat, self.concepts.codebooks, self.codes, self.concepts.shared)
         else:  # a lone hidden state gets a second (zero) column: embedding_bag's CPU kernel is ~50x slower on one
             logits = self.reference_sum(self.score_table(flat, max(n, 2)), n)
         if self.bias is not None:

@@ -213,6 +213,42 @@ static void one_state_scores(const float* h, const float* books, bool shared, fl
   }
 }
 
+// Segment scores of N hidden states h (N, m*d) into S (m*k, ld), ld a multiple of 8 and N <= ld:
+// S[i*k + j, n] = h_n,i . C_i[j] and zero padding columns. ht (m*d, ld) is h transposed, so that a
+// score row is d multiply-adds of 8-column vectors; four rows at once share each vector of ht.
+// One block per segment: the scores of a batch (19 M multiply-adds at 32 states of SmolLM2) share
+// out like the gather-sum, and no torch operation (an OpenMP region) runs inside the head.
+static void many_state_scores(const float* h, const float* books, bool shared, float* S, float* ht, int64_t N,
+                              int64_t ld, int64_t m, int64_t k, int64_t d, int threads) {
+  std::fill(ht, ht + m * d * ld, 0.f);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < m * d; ++c) ht[c * ld + n] = h[n * m * d + c];
+  if (N * m * k * d < (1 << 20)) threads = 1;
+  pool::parallel_for(m, threads, [&](int64_t i) {
+    const float* Ci = books + (shared ? 0 : i * k * d);
+    const float* hi = ht + i * d * ld;
+    int64_t j = 0;
+    for (; j + 4 <= k; j += 4) {
+      const float *c0 = Ci + j * d, *c1 = c0 + d, *c2 = c1 + d, *c3 = c2 + d;
+      float* row = S + (i * k + j) * ld;
+      for (int64_t w = 0; w < ld; w += 8) {
+        v8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+        for (int64_t e = 0; e < d; ++e) {
+          const v8 x = load8(hi + e * ld + w);
+          a0 += c0[e] * x, a1 += c1[e] * x, a2 += c2[e] * x, a3 += c3[e] * x;
+        }
+        store8(row + w, a0), store8(row + ld + w, a1), store8(row + 2 * ld + w, a2), store8(row + 3 * ld + w, a3);
+      }
+    }
+    for (; j < k; ++j)
+      for (int64_t w = 0; w < ld; w += 8) {
+        v8 a = {};
+        for (int64_t e = 0; e < d; ++e) a += Ci[j * d + e] * load8(hi + e * ld + w);
+        store8(S + (i * k + j) * ld + w, a);
+      }
+  });
+}
+
 extern "C" {
 // S: (m*k, ld) float32, ld == 1 or a multiple of 8, N <= ld; codes: (m, V) with code_bytes 1 (uint8),
 // 2 (uint16) or 4 (int32), values in [0, k); out: (N, V). Returns 0, or 1 for an unsupported layout.
@@ -227,11 +263,16 @@ int gather_sum(const float* S, int64_t ld, const void* codes, int code_bytes, fl
   }
 }
 
-// The whole head for one hidden state h (m*d floats): segment scores into S (m*k floats of
-// workspace), then the gather-sum into out (V). books: (m*k, d), or (k, d) when shared.
-int one_state_logits(const float* h, const float* books, int shared, float* S, const void* codes, int code_bytes,
-                     float* out, int64_t m, int64_t k, int64_t d, int64_t V, int threads) {
-  one_state_scores(h, books, shared != 0, S, m, k, d);
-  return gather_sum(S, 1, codes, code_bytes, out, 1, m, k, V, threads);
+// The whole head for N hidden states h (N, m*d floats): segment scores into S (m*k*ld floats of
+// workspace; ld = 1 for one state, else N rounded up to 8), then the gather-sum into out (N, V).
+// books: (m*k, d), or (k, d) when shared; ht: m*d*ld floats of workspace (unused for one state).
+int logits(const float* h, const float* books, int shared, float* S, float* ht, const void* codes, int code_bytes,
+           float* out, int64_t N, int64_t m, int64_t k, int64_t d, int64_t V, int threads) {
+  const int64_t ld = N == 1 ? 1 : (N + 7) / 8 * 8;
+  if (N == 1)
+    one_state_scores(h, books, shared != 0, S, m, k, d);
+  else
+    many_state_scores(h, books, shared != 0, S, ht, N, ld, m, k, d, threads);
+  return gather_sum(S, ld, codes, code_bytes, out, N, m, k, V, threads);
 }
 }
