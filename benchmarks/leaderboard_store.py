@@ -4,7 +4,8 @@
 store's own schema, sweeps of 10 methods x 5 suites x 2 models x 3 seeds (each method's setting grid
 sized to reach ``--runs``), every method run beside its seed's baseline, with per-item outputs
 (0/1 correctness, or entity counts as weights for wikiann) whose means are the stored scores. The
-paired columns are normal approximations: the benchmark measures reading, not statistics.
+paired columns are normal approximations: the benchmark measures reading, not statistics. Each run
+carries the installed code's fingerprint, so only ``asg_shared`` (no such adapter is installed) is stale.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ import argparse
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pandas as pd
 
+from harness.results.fingerprint import code_fingerprint
 from harness.results.store import SCHEMA, SCHEMA_VERSION
 
 
@@ -71,10 +74,16 @@ def plan(runs: int) -> list[tuple[str, str, float, str, int, str]]:
     return out
 
 
+@cache
+def _code(adapter: str, suite: str) -> str:
+    return code_fingerprint(adapter, suite)
+
+
 def _run_row(run_id: str, adapter: str, config: str, model: str, suite: str, seed: int, baseline: str | None, when) -> dict:
     variant = hashlib.sha256(f"{adapter}{config}{model}{suite}".encode()).hexdigest()[:16]
     return {
         "run_id": run_id, "config_hash": f"{variant}-{seed}", "status": "finished", "model": model, "model_revision": "gen",
+        "code": _code(adapter, suite),
         "adapter": adapter, "adapter_config": config, "suite": suite, "suite_config": "{}", "profile": "quick", "seed": seed,
         "recipe": "{}", "device": "cpu", "started_at": when, "finished_at": when, "wall_s": 60.0,
         "baseline_run_id": baseline, "variant": variant,

@@ -8,16 +8,13 @@ stays busy the page says so and shows what it read last in this session.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Callable
 
-import numpy as np
 import pandas as pd
 import streamlit as st
-from harness.leaderboard import frames, landing, overview, pages, plots, queries, significance
+from harness.leaderboard import frames, landing, overview, pages, plots, queries
+from harness.leaderboard.reads import groups, read
 
-from harness.errors import StoreBusyError, StoreError
 from harness.results.store import default_path
 
 TITLE = "Compressed-embedding leaderboard"
@@ -33,73 +30,6 @@ def first_run(path: Path, paper_rows: int = 0) -> None:
     )
 
 
-QUERIES: dict[str, Callable] = {
-    "landing": queries.landing,
-    "scores": queries.scores,
-    "efficiency": queries.efficiency,
-    "runs": queries.runs,
-    "papers": queries.paper_points,
-    "items": queries.items,
-    "run": lambda store, run_id: store.load(run_id),
-}
-
-
-def stamp(path: Path) -> tuple:
-    """Changes whenever a writer commits (to the file or its write-ahead log)."""
-    return tuple((p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else None for p in (path, path.with_name(path.name + ".wal")))
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def cached(name: str, path: str, version: tuple, *args):
-    """A query's answer, shared by every session until the database changes."""
-    return QUERIES[name](queries.reader(path), *args)
-
-
-def read(name: str, path: Path, *args):
-    """A query's answer; when the database stays busy, this session's last answer with a note."""
-    slot = f"read:{name}:{args}"
-    try:
-        value = cached(name, str(path), stamp(path), *args)
-    except StoreBusyError:
-        held = st.session_state.get(slot)
-        when = f"showing what was read at {held[1]}" if held else "nothing read yet in this session"
-        st.warning(
-            f"The database is busy: another process (a `harness run`) is writing to it; {when}. "
-            "Retry in a moment."
-        )
-        st.button("Retry", key=f"retry-{slot}")
-        if held is None:
-            st.stop()
-        return held[0]
-    except StoreError as err:
-        st.error(str(err))
-        st.stop()
-    st.session_state[slot] = (value, time.strftime("%H:%M:%S"))
-    return value
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def significance_groups(path: str, version: tuple, points: pd.DataFrame) -> pd.Series:
-    """The chart's significance groups by variant (per-item outputs of the compared runs only), cached
-    until the database changes."""
-    pairs = significance.plan(points)
-    if pairs.empty:
-        return pd.Series(dtype=object)
-    r = points.iloc[0]
-    needed = tuple(sorted(set(pairs.run_id.dropna()) | set(pairs.best)))
-    items = QUERIES["items"](queries.reader(path), needed, r.task, r.metric)
-    return significance.groups(pairs, items, np.random.default_rng(0), r.task, r.language, r.metric, bool(r.higher_is_better))
-
-
-def groups(path: Path, rows: pd.DataFrame) -> pd.Series:
-    """The chart's significance groups; none (every point a plain marker) while a writer holds the database."""
-    try:
-        return significance_groups(str(path), stamp(path), rows)
-    except StoreBusyError:
-        st.caption("Significance groups are computed once the database is free again.")
-        return pd.Series(dtype=object)
-
-
 def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landing.Cell | None, paper_rows: int, failed: int) -> None:
     """The chart on screen and its views as tabs; only the open tab reads and draws (its tab is in the URL)."""
     view = queries.View(chart.suite, chart.model, chart.profile)
@@ -113,15 +43,19 @@ def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landin
     if pareto.open:
         with pareto:
             pages.pareto(points, papers, colours, paper_rows, lambda: groups(path, rows), selected)
+
+    def shown(frame: pd.DataFrame) -> pd.DataFrame:  # the runs the sidebar's filters keep
+        return frame[frame.run_id.isin(summary.run_id)]
+
     if table.open:
         with table:
-            pages.table(summary[same], read("efficiency", path, view), failed)
+            pages.table(summary[same], read("efficiency", path, view), failed, groups(path, rows))
     if languages.open:
         with languages:
-            pages.languages(read("scores", path, view))
+            pages.languages(shown(read("scores", path, view)))
     if efficiency.open:
         with efficiency:
-            pages.efficiency(read("efficiency", path, view), colours)
+            pages.efficiency(shown(read("efficiency", path, view)), colours)
     if detail.open:
         with detail:
             pages.run_detail(read("runs", path, view), lambda run_id: read("run", path, run_id), papers, cell.run_id if cell else None)
@@ -139,12 +73,17 @@ def main() -> None:
     if data.runs == 0 or data.summary.empty:
         first_run(path, data.paper_rows)
         return
-    summary, aggregate = landing.filtered(data.summary)
+    kept = landing.filtered(data.summary)
+    summary = kept.summary
+    hidden = (f"{kept.stale_hidden} stale runs (made by other code than the installed one) are hidden: "
+              "**Include stale runs** in the sidebar shows them.") if kept.stale_hidden else ""
     st.sidebar.caption(f"{data.runs} runs ({data.failed} failed), {data.paper_rows} paper rows, read-only from `{path}`")
-    table = overview.build(summary, aggregate)
+    table = overview.build(summary, kept.aggregate)
     if table.display.empty:
-        st.info(pages.NO_MATCH)
+        st.info(f"{pages.NO_MATCH} {hidden}".rstrip())
         return
+    if hidden:
+        st.caption(hidden)
     headlines = summary.drop_duplicates("suite").set_index("suite").apply(lambda r: f"{r.task} {r.metric}", axis=1).to_dict()
     cell = landing.table(table, headlines)
     chart = landing.chart_picker(landing.views(summary, table.suites), cell, summary)

@@ -16,6 +16,7 @@ GROUP = ["suite", "model", "profile", "task", "metric", "setting"]  # one Pareto
 TABLE_COLUMNS = {
     "adapter": "adapter", "config": "config", "value": "score", "ci_low": "CI low", "ci_high": "CI high",
     "pct_base": "%Base", "pct_base_ci_low": "%Base CI low", "pct_base_ci_high": "%Base CI high",
+    "group": "significance", "unpaired_reason": "no paired interval because", "stale": "stale",
     "chance_adjusted_pct_base": "chance-adj. %Base", "at_chance": "baseline at chance", "p_value": "p (McNemar)",
     "flip_rate": "flips", "seeds": "seeds", "value_sd": "score sd", "pct_base_sd": "%Base sd",
     "emb_param_fraction": "emb. fraction", "storage_mb": "storage MB", "latency_ratio": "latency × base",
@@ -51,14 +52,15 @@ def over_seeds(rows: pd.DataFrame, by_seed: bool = False) -> pd.DataFrame:
     """One row per configuration (variant), task, language and metric of summary rows
     (:mod:`harness.results.summary`): the mean over its seeds of scores, %Base and the comparison
     (newest run per seed), their sd (NaN for one seed), the number of seeds, each marker of
-    :data:`~harness.results.summary.MARKERS` when any seed has it, and the newest run's other columns
-    (run_id, config ...). ``by_seed``: one row per seed instead (nothing averaged)."""
+    :data:`~harness.results.summary.MARKERS` when any seed has it (with the first unpaired seed's
+    reason), and the newest run's other columns (run_id, config ...). ``by_seed``: one row per seed
+    instead (nothing averaged)."""
     keys = ["variant", "task", "language", "metric"] + (["seed"] if by_seed else [])
     newest = rows.sort_values("finished_at").drop_duplicates([*keys, "seed"], keep="last")
     grouped = newest.groupby(keys, sort=False)
     stats = grouped[SEED_MEANS].mean().join(grouped[["value", "pct_base"]].std().add_suffix("_sd"))
-    stats = stats.join(grouped.agg(seeds=("seed", "nunique"), **{m: (m, "any") for m in MARKERS}))
-    last = grouped.tail(1).set_index(keys).drop(columns=[*SEED_MEANS, *MARKERS] + ([] if by_seed else ["seed"]))
+    stats = stats.join(grouped.agg(seeds=("seed", "nunique"), unpaired_reason=("unpaired_reason", "first"), **{m: (m, "any") for m in MARKERS}))
+    last = grouped.tail(1).set_index(keys).drop(columns=[*SEED_MEANS, *MARKERS, "unpaired_reason"] + ([] if by_seed else ["seed"]))
     return last.join(stats).reset_index()
 
 
@@ -120,10 +122,13 @@ def with_ratios(eff: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def leaderboard_table(summary: pd.DataFrame, eff: pd.DataFrame) -> pd.DataFrame:
-    """Headline rows (mean over seeds) with storage in MB and the latency ratio, columns renamed for display."""
+def leaderboard_table(summary: pd.DataFrame, eff: pd.DataFrame, groups: pd.Series) -> pd.DataFrame:
+    """Headline rows (mean over seeds) with their significance group (``groups``, by variant: those of
+    the chart on screen, ``""`` for another task or metric), storage in MB and the latency ratio,
+    columns renamed for display."""
     latency = with_ratios(eff).drop_duplicates("run_id")[["run_id", "latency_ratio"]]  # first phase stored
     rows = over_seeds(summary).merge(latency, on="run_id", how="left")
+    rows["group"] = rows.variant.map(groups).fillna("")
     rows["storage_mb"] = rows.storage_bytes / 1e6
     rows["config"] = rows.config.map(config_label)
     return rows[["suite", *TABLE_COLUMNS]].rename(columns=TABLE_COLUMNS)

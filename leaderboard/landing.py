@@ -38,9 +38,18 @@ def _fraction_range(summary: pd.DataFrame) -> tuple[float, float] | None:
     return low, high
 
 
-def filtered(summary: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
-    """The summary rows the sidebar's filters keep (baselines always kept: every %Base needs one), and
-    whether seeds are averaged."""
+@dataclass(frozen=True)
+class Filtered:
+    """The summary rows the sidebar keeps, whether seeds are averaged, and how many stale runs it hid."""
+
+    summary: pd.DataFrame
+    aggregate: bool
+    stale_hidden: int
+
+
+def filtered(summary: pd.DataFrame) -> Filtered:
+    """The summary rows the sidebar's filters keep (baselines always kept: every %Base needs one; stale
+    runs only when asked, as ``harness results --include-stale``), and whether seeds are averaged."""
     st.sidebar.header("Filters")
     keep = pd.Series(True, index=summary.index)
     for key, column in FILTERS.items():
@@ -52,15 +61,22 @@ def filtered(summary: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     if span is not None:
         keep &= summary.emb_param_fraction.between(*span) | summary.adapter.eq("none")
     aggregate = st.sidebar.toggle("Mean ± sd over seeds", value=True, key="seeds", bind="query-params")
-    return summary[keep], aggregate
+    stale = st.sidebar.toggle(
+        "Include stale runs", value=False, key="stale", bind="query-params",
+        help=f"{overview.SYMBOLS['stale']} runs {overview.MEANINGS['stale']}",
+    )
+    hidden = summary.stale & keep & ~stale
+    return Filtered(summary[keep & ~hidden], aggregate, int(hidden.sum()))
 
 
 def _colours(pct: pd.DataFrame, suites: list[str], columns: list[str]) -> pd.DataFrame:
-    """A background per suite cell by its %Base on the heatmap's red-yellow-green scale, 80 to 100."""
-    def colour(v: float) -> str:
-        return "" if pd.isna(v) else f"background-color: {sample_colorscale('RdYlGn', [float(np.clip((v - 80) / 20, 0, 1))])[0]}"
+    """A background per suite cell by its %Base on the heatmap's red-yellow-green scale, 80 to 100
+    (sampled in one call: a call per cell took 3 ms, 1.6 s for the 10,000-run store's 200 rows)."""
+    cells = pct[suites].stack().dropna()
+    colours = sample_colorscale("RdYlGn", list(np.clip((cells.to_numpy(dtype=float) - 80) / 20, 0, 1)))
     styles = pd.DataFrame("", index=pct.index, columns=columns)
-    styles[suites] = pct[suites].map(colour)
+    styles[suites] = pd.Series([f"background-color: {c}" for c in colours], index=cells.index, dtype=object).unstack().reindex(
+        index=pct.index, columns=suites).fillna("")
     return styles
 
 
@@ -86,7 +102,7 @@ def table(view: overview.Overview, headlines: dict[str, str]) -> Cell | None:
         styled, hide_index=True, column_config=formats, on_select="rerun", selection_mode="single-cell", key="overview",
         column_order=[c for c in shown.columns if c != "settings"] + ["settings"],  # the full configuration last: it is long
     )
-    st.caption(f"Markers: {overview.legend()}.")
+    st.caption(f"Markers: {overview.legend(view)}.")
     cells = event.selection.cells if event is not None else []
     if cells and cells[0][1] in view.suites:
         row, suite = cells[0]

@@ -14,7 +14,7 @@ from harness.results.summary import MARKERS
 
 ROW = ["model", "adapter", "config", "profile"]  # one overview row
 # cell caveats: symbol and meaning; the summary's markers, plus this table's own
-SYMBOLS = {"at_chance": "°", "unpaired": "†", "other_settings": "‡"}
+SYMBOLS = {"at_chance": "°", "unpaired": "†", "other_settings": "‡", "stale": "§"}
 MEANINGS = {**{name: text for name, (_, text) in MARKERS.items()}, "other_settings": "run with other suite settings than most of its column"}
 
 
@@ -24,6 +24,7 @@ class Overview:
     pct_base: pd.DataFrame  # the cells' %Base (numbers, for the colours), same index, one column per suite
     run_ids: pd.DataFrame   # the newest run behind each cell
     suites: list[str]       # the suite columns, most covered first
+    unpaired: list[str]     # why cells marked † have no interval: footnote i + 1 (``†1``) is unpaired[i]
 
 
 def key_settings(rows: pd.DataFrame) -> pd.Series:
@@ -52,8 +53,9 @@ def _cells(summary: pd.DataFrame, aggregate: bool) -> pd.DataFrame:
     return cells
 
 
-def cell_text(cell: pd.Series) -> str:
-    """``98.3 [95.1, 101.2] °`` (mean ± sd over seeds when there are several); ``-`` where %Base is not defined."""
+def cell_text(cell: pd.Series, unpaired: list[str]) -> str:
+    """``98.3 [95.1, 101.2] °`` (mean ± sd over seeds when there are several); ``-`` where %Base is not
+    defined; an unpaired cell's † carries the number of its reason in ``unpaired`` (``98.3 †2``)."""
     if pd.isna(cell.pct_base):
         return "-"
     text = f"{cell.pct_base:.1f}"
@@ -62,6 +64,8 @@ def cell_text(cell: pd.Series) -> str:
     if not pd.isna(cell.pct_base_ci_low):
         text += f" [{cell.pct_base_ci_low:.1f}, {cell.pct_base_ci_high:.1f}]"
     marks = "".join(symbol for name, symbol in SYMBOLS.items() if bool(cell.get(name, False)))
+    if cell.get("unpaired", False):
+        marks = marks.replace(SYMBOLS["unpaired"], f"{SYMBOLS['unpaired']}{unpaired.index(cell.unpaired_reason) + 1}")
     return f"{text} {marks}".rstrip()
 
 
@@ -70,10 +74,11 @@ def build(summary: pd.DataFrame, aggregate: bool = True) -> Overview:
     cells = _cells(summary, aggregate)
     if cells.empty:
         empty = pd.DataFrame()
-        return Overview(empty, empty, empty, [])
+        return Overview(empty, empty, empty, [], [])
     row_keys = ["method", *ROW] + ([] if aggregate else ["seed"])
     suites = list(cells.suite.value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable").index)
-    cells = cells.assign(text=cells.apply(cell_text, axis=1))
+    unpaired = sorted(cells.unpaired_reason[cells.unpaired].unique())
+    cells = cells.assign(text=cells.apply(cell_text, axis=1, unpaired=unpaired))
     pct, text, runs = (cells.pivot(index=row_keys, columns="suite", values=v)[suites] for v in ("pct_base", "text", "run_id"))
     newest = cells.sort_values("finished_at").groupby(row_keys).tail(1).set_index(row_keys)
     rows = pd.DataFrame({
@@ -85,9 +90,10 @@ def build(summary: pd.DataFrame, aggregate: bool = True) -> Overview:
     order = rows.sort_values(["mean", "suites"], ascending=False).index
     labels = order.to_frame(index=False).assign(config=lambda d: d.config.map(config_label)).rename(columns={"config": "settings"})
     display = pd.concat([labels, rows.loc[order].drop(columns="mean").reset_index(drop=True), text.loc[order].fillna("").reset_index(drop=True)], axis=1)
-    return Overview(display, pct.loc[order].reset_index(drop=True), runs.loc[order].reset_index(drop=True), suites)
+    return Overview(display, pct.loc[order].reset_index(drop=True), runs.loc[order].reset_index(drop=True), suites, unpaired)
 
 
-def legend() -> str:
-    """The markers' meanings, one line."""
-    return "; ".join(f"{SYMBOLS[name]} {MEANINGS[name]}" for name in SYMBOLS)
+def legend(view: Overview) -> str:
+    """The markers' meanings, one line; † with the numbered reasons of the view's unpaired cells."""
+    reasons = "".join(f", {SYMBOLS['unpaired']}{i} {reason}" for i, reason in enumerate(view.unpaired, start=1))
+    return "; ".join(f"{SYMBOLS[name]} {MEANINGS[name]}" + (reasons if name == "unpaired" else "") for name in SYMBOLS)

@@ -20,6 +20,9 @@ TABLE_FORMATS = {
     "%Base CI low": st.column_config.NumberColumn(format="%.1f", help="paired bootstrap: items resampled jointly with the baseline"),
     "%Base CI high": st.column_config.NumberColumn(format="%.1f"),
     "chance-adj. %Base": st.column_config.NumberColumn(format="%.1f", help="(score - chance) / (baseline - chance) x 100"),
+    "significance": st.column_config.TextColumn(help="the chart's significance group (its task and metric): see below the chart"),
+    "no paired interval because": st.column_config.TextColumn(help="why %Base has no paired interval: the runs share no items"),
+    "stale": st.column_config.CheckboxColumn(help="made by other code than the installed one (shown with Include stale runs)"),
     "baseline at chance": st.column_config.CheckboxColumn(help="the baseline's 95% CI reaches the chance level: %Base is not meaningful"),
     "p (McNemar)": st.column_config.NumberColumn(format="%.3g"),
     "flips": st.column_config.NumberColumn(format="%.3f", help="share of items whose correctness changed"),
@@ -79,19 +82,21 @@ SIGNIFICANCE = (
 )
 
 
-def table(summary: pd.DataFrame, eff: pd.DataFrame, failed: int) -> None:
-    rows = frames.leaderboard_table(summary, eff)
+def table(summary: pd.DataFrame, eff: pd.DataFrame, failed: int, groups: pd.Series) -> None:
+    """The chart's suite, model and profile as a table, with the chart's significance groups (by variant)."""
+    rows = frames.leaderboard_table(summary, eff, groups.map(lambda g: f"{plots.GROUP_GLYPHS[g]} {g}"))
     if rows.empty:
         st.info(NO_MATCH)
         return
     st.caption(
         "One row per configuration: its headline score with the 95% bootstrap CI (mean over seeds, with sd when there "
-        "are several), %Base with the paired CI, chance-adjusted %Base, McNemar's p and the flip rate against the "
-        "baseline. Click a column header to sort."
+        "are several), %Base with the paired CI, the chart's significance group, chance-adjusted %Base, McNemar's p "
+        "and the flip rate against the baseline. Click a column header to sort."
     )
     for suite, part in rows.groupby("suite", sort=False):
         st.subheader(suite)
         st.dataframe(part.drop(columns="suite"), hide_index=True, column_config=TABLE_FORMATS, key=_key("table", suite))
+    st.caption(SIGNIFICANCE)
     st.caption("Downloads hold the rows shown (the sidebar's filters applied).")
     st.download_button("Download CSV", rows.to_csv(index=False), file_name="leaderboard.csv", mime="text/csv")
     st.download_button("Download Parquet", frames.parquet_bytes(rows), file_name="leaderboard.parquet", mime="application/vnd.apache.parquet")

@@ -42,6 +42,7 @@ def adapter_colours(names) -> dict[str, str]:
 AT_CHANCE_SYMBOL = "x-thin-open"  # a measured point whose baseline is not significantly above chance
 # significance group (harness.leaderboard.significance) -> marker; the papers' points are hollow circles
 GROUP_SYMBOLS = {BEST: "star", TIED: "circle", BELOW: "triangle-down", APART: "square"}
+GROUP_GLYPHS = {BEST: "★", TIED: "●", BELOW: "▼", APART: "■"}  # the same shapes in text (the Table tab)
 SELECTED_NAME = "selected"
 
 
@@ -51,13 +52,17 @@ def _symbol(at_chance: bool, group: str | None) -> str:
 
 def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter:
     """One adapter's points (means over seeds, whisker: sd of %Base); a point whose baseline is at
-    chance is drawn as an x and says so in its hover."""
+    chance is drawn as an x and says so in its hover, as does a stale run."""
     flagged = rows.at_chance.astype(bool)
+    notes = [
+        ("<br><b>baseline not above chance: %Base is not meaningful</b>" if chance else "")
+        + ("<br><b>stale: made by other code than the installed one</b>" if stale else "")
+        for chance, stale in zip(flagged, rows.stale.astype(bool))
+    ]
     custom = list(zip(
         rows.config.map(config_label), rows.value, rows.ci_low, rows.ci_high, rows.storage_bytes / 1e6, rows.run_id,
         rows.chance_adjusted_pct_base.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"), rows.setting.fillna("-"),
-        rows.seeds, flagged.map({True: "<br><b>baseline not above chance: %Base is not meaningful</b>", False: ""}),
-        rows.group.fillna("-"),
+        rows.seeds, notes, [g if isinstance(g, str) else "-" for g in rows.group],
     ))
     return go.Scatter(
         x=rows.emb_param_fraction, y=rows.pct_base, mode="markers", name=adapter, customdata=custom,

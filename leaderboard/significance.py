@@ -18,11 +18,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.measure.compare import AVERAGE, split_metric
-from harness.measure.metrics import resampled
 from harness.results.records import ItemOutputs
 
 BEST, TIED, BELOW, APART = "best", "tied with best", "below best", "not compared"
+# harness.measure (scipy.stats: 1.8 s of a cold page on a loaded machine) is imported inside the
+# functions that resample, which run after the chart's first draw; the chart imports only the names above.
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
@@ -37,6 +37,8 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 
 def _arrays(out: ItemOutputs, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """An output's (values, weights), or (predicted, gold) for a corpus statistic, on ``ids`` in that order."""
+    from harness.measure.compare import split_metric
+
     where = {item: i for i, item in enumerate(out.ids)}
     idx = [where[i] for i in ids]
     values = np.asarray(out.values, dtype=float)[idx]
@@ -47,6 +49,8 @@ def _arrays(out: ItemOutputs, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def behind(items: Sequence[ItemOutputs], task: str, language: str, metric: str) -> list[ItemOutputs]:
     """The outputs a headline score is computed from: its language's, or every language's for ``avg``."""
+    from harness.measure.compare import AVERAGE, split_metric
+
     same = [i for i in items if i.task == task and split_metric(i.metric)[0] == metric]
     return [i for i in same if (i.language != AVERAGE if language == AVERAGE else i.language == language)]
 
@@ -55,6 +59,9 @@ def paired_p_values(best: list[ItemOutputs], others: list[list[ItemOutputs]], rn
                     higher_is_better: bool = True, n_boot: int = 1000) -> np.ndarray:
     """Two-sided paired-bootstrap p-values of ``other - best`` for each of ``others``, all resampled
     together on the items every run scored (per language group)."""
+    from harness.measure.compare import split_metric
+    from harness.measure.metrics import resampled
+
     groups = []
     for out in best:
         partners = [next(o for o in other if o.language == out.language) for other in others]

@@ -83,8 +83,14 @@ def _digest(roots: tuple[str, ...], own_package: str) -> str:
 
 
 def _entry_module(kind: str, name: str) -> str | None:
-    found = [ep for ep in entry_points(group=GROUPS[kind]) if ep.name == name]
-    return found[0].module if found else None
+    return _entry_modules(kind).get(name)
+
+
+@lru_cache(maxsize=None)
+def _entry_modules(kind: str) -> dict[str, str]:
+    """Name -> module of a group's entry points, read once per process as the registry reads them
+    (each read scans every installed distribution: 25 ms, most of a fingerprint's cost)."""
+    return {ep.name: ep.module for ep in reversed(entry_points(group=GROUPS[kind]))}  # the first of a name wins
 
 
 def _counted(name: str, own_package: str) -> bool:

@@ -4,7 +4,9 @@ leaderboard's overview and Pareto charts read; per-item outputs stay in ``items`
 A suite stores many scores (15 languages and their ``avg``, three metrics ...); its headline is the
 (task, metric) of :data:`HEADLINES`, else the first ``avg`` row stored, else the first score stored;
 of that task and metric the ``avg`` language, or the first stored. :data:`MARKERS` is the one place
-that says which headline rows need a caveat (a new marker is one entry: SQL over the joined row).
+that says which headline rows need a caveat (a new marker is one entry: SQL over the joined row, where
+``f.code`` is the installed code's fingerprint of the run's adapter and suite,
+:func:`harness.results.fingerprint.code_fingerprint`, computed here without importing either).
 
 A query, not a table: it reads ``scores`` once (about 0.2 s on a store of 10,000 runs), so it needs no
 upkeep at write time and cannot go stale; a writer could materialise it (``CREATE TABLE summary AS``
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.results.fingerprint import code_fingerprint
 from harness.results.store import Store
 
 # suite -> (task, metric) of its headline score, where the first stored avg row is not it
@@ -34,15 +37,21 @@ MARKERS = {
     ),
     "unpaired": (
         "r.adapter <> 'none' AND s.pct_base IS NOT NULL AND k.pct_base_ci_low IS NULL",
-        "no paired interval (no per-item outputs matched with the baseline's)",
+        "no paired interval",  # why: the comparison's ``unpaired`` (column ``unpaired_reason``), where stored
+    ),
+    "stale": (
+        "coalesce(r.code, '') = '' OR r.code IS DISTINCT FROM f.code",  # as fingerprint.is_stale
+        "made by other code than the installed one (never reused; rerun it to refresh)",
     ),
 }
+UNPAIRED = "no per-item outputs matched with the baseline run"  # the reason where a comparison stored none
 
 _HEADLINE_VALUES = ", ".join(f"('{suite}', '{task}', '{metric}')" for suite, (task, metric) in HEADLINES.items())
 _MARKER_COLUMNS = "".join(f", {sql} AS {name}" for name, (sql, _) in MARKERS.items())
 
 SQL = f"""
-WITH ranked AS (
+WITH installed AS (SELECT unnest(?::VARCHAR[]) AS adapter, unnest(?::VARCHAR[]) AS suite, unnest(?::VARCHAR[]) AS code),
+ranked AS (
     SELECT s.rowid AS score_row, s.run_id, s.task, s.language, s.metric,
            (h.suite IS NOT NULL) AS named, s.language = 'avg' AS is_avg,
            bool_or(s.language = 'avg') OVER (PARTITION BY s.run_id, s.task, s.metric) AS task_has_avg
@@ -59,15 +68,20 @@ SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config
        CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, coalesce(r.variant, r.run_id) AS variant,
        s.task, s.language, s.metric, s.setting, s.shots, s.value, s.ci_low, s.ci_high, s.n, s.chance, s.higher_is_better,
        s.pct_base, k.pct_base_ci_low, k.pct_base_ci_high, k.chance_adjusted_pct_base, k.p_value, k.flip_rate,
-       k.n_paired, c.emb_param_fraction, c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at
+       k.n_paired, CASE WHEN {MARKERS["unpaired"][0]} THEN coalesce(k.unpaired, '{UNPAIRED}') END AS unpaired_reason,
+       c.emb_param_fraction, c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at
        {_MARKER_COLUMNS}
 FROM headline JOIN scores s ON s.rowid = headline.score_row JOIN runs r ON r.run_id = s.run_id
 LEFT JOIN compression c ON c.run_id = r.run_id
+LEFT JOIN installed f ON f.adapter = r.adapter AND f.suite = r.suite
 LEFT JOIN comparisons k ON k.run_id = s.run_id AND k.task = s.task AND k.language = s.language AND k.split = s.split
      AND k.metric = s.metric
 """
 
 
 def read(store: Store) -> pd.DataFrame:
-    """The summary rows of every finished run (one DuckDB query: about 0.2 s on 10,000 runs)."""
-    return store.query(SQL)
+    """The summary rows of every finished run (one DuckDB query: about 0.2 s on 10,000 runs), after
+    the installed fingerprints of the adapters and suites whose runs carry one (a run without is stale)."""
+    pairs = store.query("SELECT DISTINCT adapter, suite FROM runs WHERE status = 'finished' AND coalesce(code, '') <> ''")
+    codes = [code_fingerprint(a, s) for a, s in zip(pairs.adapter, pairs.suite)]
+    return store.query(SQL, [list(pairs.adapter), list(pairs.suite), codes])
