@@ -5,7 +5,7 @@ The busy process is one spinning Python interpreter (a stand-in for a sweep's se
 browser), started once and switched on and off with SIGCONT / SIGSTOP, so that every round times
 all heads quiet and then contended within a second and both halves share whatever else the machine
 runs. A row's ratio is the share of its quiet speed-up a head keeps, the median over rounds of
-(contended speed-up / quiet speed-up); the goal is at least 0.7. POSIX only (job-control signals).
+(contended speed-up / quiet speed-up); the goal is at least 0.7. Linux only (job-control signals, prctl).
 """
 
 from __future__ import annotations
@@ -28,13 +28,28 @@ from harness.benchmarks.timing import from_samples, load_average, one_round
 KEPT_TARGET = 0.7  # share of the quiet speed-up each head keeps with one busy process beside it
 
 
+# A spinning interpreter that the kernel kills with its parent (prctl PR_SET_PDEATHSIG = 1), so that
+# a benchmark killed outright leaves no process spinning, or stopped, on a shared machine; it says
+# when that is armed (a parent gone before then is seen by getppid).
+_SPIN = """import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+if os.getppid() != int(sys.argv[1]):
+    sys.exit()
+print("armed", flush=True)
+while True:
+    pass
+"""
+
+
 class BusyProcess(AbstractContextManager):
-    """One CPU-bound child process, stopped until :meth:`switch` turns it on; killed on exit."""
+    """One CPU-bound child process, stopped until :meth:`switch` turns it on; killed on exit or
+    with its parent. Linux only."""
 
     SETTLE_S = 0.02  # the scheduler has placed (or parked) the child by then
 
     def __enter__(self) -> BusyProcess:
-        self.child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        self.child = subprocess.Popen([sys.executable, "-c", _SPIN, str(os.getpid())], stdout=subprocess.PIPE, text=True)
+        self.child.stdout.readline()
         self.switch(False)
         return self
 
@@ -44,7 +59,7 @@ class BusyProcess(AbstractContextManager):
 
     def __exit__(self, *exc: object) -> None:
         self.child.kill()
-        self.child.wait()
+        self.child.communicate()
 
 
 def _speedups(times: list[dict[str, float]], name: str) -> list[float]:
@@ -65,9 +80,9 @@ def contention_rows(shape: Shape, table: torch.Tensor, heads: dict[str, nn.Modul
                     batches: tuple[int, ...] = (1, 32)) -> list[Row]:
     """For each head in ``heads`` (its embedding_bag reference left out) and batch size, the share of
     its quiet speed-up over the dense head of ``table`` that it keeps with one busy process beside
-    it; quiet and contended halves alternate within every round. CPU only."""
-    dense = dense_head(table).cpu()
-    heads = {name: head.cpu() for name, head in heads.items() if name != "asg reference"}
+    it; quiet and contended halves alternate within every round. CPU tensors and modules only."""
+    dense = dense_head(table)
+    heads = {name: head for name, head in heads.items() if name != "asg reference"}
     rows = []
     with BusyProcess() as busy, torch.inference_mode():
         for n in batches:

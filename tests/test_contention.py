@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,21 @@ def test_busy_child_spins_only_while_switched_on():
         time.sleep(0.05)
         assert _state(pid) == "T" and _cpu_ticks(pid) == stopped
     assert busy.child.returncode is not None  # killed and reaped on exit
+
+
+def test_busy_child_dies_with_a_killed_benchmark():
+    """SIGKILL skips every exit handler: the child must still not outlive its parent."""
+    script = "from harness.benchmarks.contention import BusyProcess\nimport time\n" \
+             "with BusyProcess() as busy:\n    busy.switch(True)\n    print(busy.child.pid, flush=True)\n    time.sleep(60)\n"
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    assert _state(child) in "RS"
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and _state(child) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not Path(f"/proc/{child}").exists() or _state(child) == "Z"
 
 
 def test_kept_share_is_contended_over_quiet_speedup_per_round():
