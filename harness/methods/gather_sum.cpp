@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "codes are read as little-endian 64-bit words");
@@ -72,7 +73,10 @@ static void run(Body body, const void* ctx, int64_t blocks, int threads) {
     for (int64_t b = 0; b < blocks; ++b) body(ctx, b);
     return;
   }
-  for (; s.started < threads - 1; ++s.started) std::thread(helper, s.started).detach();
+  try {
+    for (; s.started < threads - 1; ++s.started) std::thread(helper, s.started).detach();
+  } catch (const std::system_error&) {  // no more threads allowed: share with the helpers there are
+  }
   s.body.store(body, std::memory_order_relaxed);
   s.ctx.store(ctx, std::memory_order_relaxed);
   s.blocks.store(blocks, std::memory_order_relaxed);
