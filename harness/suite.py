@@ -17,7 +17,7 @@ bootstrap CIs of %Base and of the difference, McNemar's exact test, flip rate, a
 ``avg`` is the mean over the task's languages; the helpers below build both sides consistently::
 
     items = [correctness("xnli", lang, "test", ids[lang], predicted[lang], gold[lang]) for lang in languages]
-    scores = [score_items([i], rng, chance=majority_share(i.gold), setting="zero-shot") for i in items]
+    scores = [score_items([i], rng, chance=chance.majority(i.gold), setting="zero-shot") for i in items]
     scores.append(score_items(items, rng, chance=mean_of_chances, setting="zero-shot"))   # language "avg"
 
 A ratio metric gives the per-item numerator as values and the denominator as weights
@@ -29,8 +29,9 @@ values = each item's prediction, gold = its gold value, both numbers); the runne
 then recomputes that statistic on both runs' resampled items (:mod:`harness.measure.compare`). Every
 headline score has items behind it.
 
-Every score of a higher-is-better metric with a trivial level declares it in ``Score.chance`` (say in
-the suite's docstring whether uniform or majority class): the runner reports (method - chance) /
+Every score of a higher-is-better metric with a trivial level declares it in ``Score.chance``, by the
+one rule per metric kind of :mod:`harness.measure.chance` (a label: the majority class of the scored
+gold; an item's own options: a uniform guess; correlations, MCC, entity and QA F1: 0): the runner reports (method - chance) /
 (baseline - chance) beside %Base and flags runs whose baseline is not significantly above chance.
 ``Score.setting`` names the protocol as the papers do (``zero-shot`` cross-lingual transfer,
 ``multilingual``, ``post-hoc``, ``5-shot`` ...); the leaderboard shows a paper's point only beside runs
@@ -39,6 +40,7 @@ of the same setting.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,8 +51,8 @@ from torch import nn
 
 from harness.adapter import Adapter, ProgressFn, no_progress
 from harness.budgets import Budgets, Profile
-from harness.measure.compare import AVERAGE, statistic_metric
-from harness.measure.metrics import bootstrap_macro_ratio_ci, macro_ratio
+from harness.measure.compare import AVERAGE, parts_of, split_metric, statistic_metric, value_of
+from harness.measure.metrics import percentile_interval, resampled_parts
 from harness.results.records import ItemOutputs, Score
 from harness.sources.corpora import Text
 from harness.sources.data import DataSource
@@ -143,9 +145,11 @@ class Suite(ABC):
         texts keep the default, and the plan refuses ``task_train`` for them."""
         raise NotImplementedError
 
-    def summarize(self, scores: list[Score], ctx: SuiteContext) -> list[Score]:
-        """Scores across tasks (an average as the papers compute it); default none."""
-        return []
+    def summarize(self, scores: list[Score], items: list[ItemOutputs], ctx: SuiteContext) -> SuiteResult:
+        """Scores across tasks (an average as the papers compute it) from every task's scores and
+        per-item outputs, with the items behind them (each task's items again under the average's
+        task, so the runner pairs the average too); default none."""
+        return SuiteResult([])
 
 
 def correctness(
@@ -174,16 +178,25 @@ def score_items(
     items: Sequence[ItemOutputs], rng: np.random.Generator, *, chance: float | None = None, higher_is_better: bool = True,
     setting: str = "", language: str | None = None,
 ) -> Score:
-    """The score of per-item outputs with its 95% bootstrap CI: ``sum(values) / sum(weights)`` of one
-    ItemOutputs, or the mean of that over several (a macro average: language ``avg`` unless given).
-    Task, split and metric come from the items, which must share them."""
+    """The score of per-item outputs with its 95% bootstrap CI: one ItemOutputs' ratio
+    ``sum(values) / sum(weights)`` (or the corpus statistic its metric names), or the average of
+    that over several groups (language ``avg`` unless given), groups linked by shared clusters
+    resampled jointly (:func:`harness.measure.metrics.resampled_parts`). Task, split and the score's
+    metric come from the items, which must share them."""
     first = items[0]
-    if any((i.task, i.split, i.metric) != (first.task, first.split, first.metric) for i in items):
+    metric = split_metric(first.metric)[0]
+    if any((i.task, i.split, split_metric(i.metric)[0]) != (first.task, first.split, metric) for i in items):
         raise ValueError("score_items: the items must share task, split and metric")
-    groups = [(np.asarray(i.values, dtype=np.float64), np.asarray(i.weights or np.ones(len(i.values)), dtype=np.float64)) for i in items]
-    low, high = bootstrap_macro_ratio_ci(groups, rng)
+    low, high = percentile_interval(resampled_parts(parts_of(items), rng)[:, 0])
     lang = language or (first.language if len(items) == 1 else AVERAGE)
     return Score(
-        first.task, lang, first.split, first.metric, macro_ratio(groups), low, high, n=sum(len(i.ids) for i in items),
+        first.task, lang, first.split, metric, value_of(items), low, high, n=sum(len(i.ids) for i in items),
         higher_is_better=higher_is_better, chance=chance, setting=setting,
     )
+
+
+def parallel(items: Sequence[ItemOutputs]) -> list[ItemOutputs]:
+    """The items of parallel groups (translations: XNLI's languages, whose item id is the row in
+    every language) with each item's cluster = its id, so an average over the groups resamples rows,
+    not (row, language) pairs, and its interval is not narrowed by counting one row 15 times."""
+    return [dataclasses.replace(i, clusters=i.ids) for i in items]

@@ -53,7 +53,9 @@ from harness.measure.metrics import binary_f1, bootstrap_ci, bootstrap_statistic
 from harness.results.records import ItemOutputs, Score
 from harness.sources.corpora import Text
 from harness.sources.data import DataSource, local_or_hub
-from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, statistic_items
+from harness.measure import chance
+from harness.measure.compare import PART, split_metric, statistic_metric
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, score_items, statistic_items
 
 HUB = "nyu-mll/glue"
 
@@ -276,11 +278,9 @@ def subsample(pairs: Pairs, n: int | None, seed: int) -> Pairs:
 
 
 def chance_level(metric: str, gold: np.ndarray) -> float:
-    """The trivial level of ``metric`` on ``gold``: a majority-class predictor's accuracy or F1; 0 for correlations."""
-    if metric not in ("accuracy", "f1"):
-        return 0.0
-    majority = np.full_like(gold, np.bincount(gold).argmax())
-    return METRICS[metric](majority, gold)
+    """The trivial level of ``metric`` on ``gold`` (:mod:`harness.measure.chance`): a majority-class
+    predictor's accuracy or F1; 0 for MCC and correlations."""
+    return chance.majority(gold, METRICS[metric]) if metric in ("accuracy", "f1") else chance.ZERO
 
 
 class Glue(Suite):
@@ -345,18 +345,21 @@ class Glue(Suite):
             for metric in spec.metrics
         ]
 
-    def summarize(self, scores: list[Score], ctx: SuiteContext) -> list[Score]:
-        """GLUE's average: the mean over tasks of each task's score (the mean of its metrics).
-
-        Its CI combines the tasks' bootstrap CIs as independent normal errors: half-width =
-        sqrt(sum of the task half-widths squared) / tasks, a task's half-width being the mean of its
-        metrics' (their errors are nearly perfectly correlated, so this does not shrink them)."""
-        by_task: dict[str, list[Score]] = {}
-        for s in scores:
-            by_task.setdefault(s.task, []).append(s)
-        values = [np.mean([s.value for s in group]) for group in by_task.values()]
-        halves = [np.mean([(s.ci_high - s.ci_low) / 2 for s in group]) for group in by_task.values()]
-        chances = [np.mean([s.chance for s in group]) for group in by_task.values()]
-        value, half = float(np.mean(values)), float(np.sqrt(np.sum(np.square(halves))) / len(values))
-        n = sum(group[0].n for group in by_task.values())
-        return [Score("glue", "avg", "eval", "score", value, value - half, value + half, n=n, chance=float(np.mean(chances)), setting=SETTING)]
+    def summarize(self, scores: list[Score], items: list[ItemOutputs], ctx: SuiteContext) -> SuiteResult:
+        """GLUE's average: the mean over tasks of each task's score (the mean of its metrics), with a
+        bootstrap CI that resamples each task's items on its own (one draw for all of a task's
+        metrics) and recomputes every metric. Its groups are the tasks' items again under task
+        ``glue``: language = the task, or ``task/metric`` for a task scored by several metrics
+        (:func:`harness.measure.compare.group_weights`), cluster = ``task:item``."""
+        tasks = sorted({s.task for s in scores})
+        groups = []
+        for i in items:
+            several = sum(1 for j in items if j.task == i.task) > 1
+            metric, statistic = split_metric(i.metric)
+            groups.append(dataclasses.replace(
+                i, task="glue", language=f"{i.task}{PART}{metric}" if several else i.task, split="eval",
+                metric=statistic_metric("score", statistic) if statistic else "score",
+                clusters=tuple(f"{i.task}:{k}" for k in i.ids), predictions=()))
+        chances = [np.mean([s.chance for s in scores if s.task == t]) for t in tasks]
+        average = score_items(groups, np.random.default_rng(ctx.seed), chance=float(np.mean(chances)), setting=SETTING)
+        return SuiteResult([average], items=groups)

@@ -8,7 +8,9 @@ files the suite writes into the run's workdir: the scored documents and a few-sh
 never scored (:mod:`harness.suites.lm_eval_data`). lm-eval scores every choice by
 log-likelihood: ``acc`` (the arg-max choice is gold) and, where lm-eval reports it, ``acc_norm``
 (log-likelihood per byte of the choice). ``--set num_fewshot=N`` sets the shots (default: the
-profile's); every score records them (``shots``) and its chance level (``chance``).
+profile's); every score records them (``shots``) and its chance level (``chance``, the rule of
+:mod:`harness.measure.chance`: the majority label share of the scored documents for XNLI, SST-2 and
+BoolQ, a uniform guess among each item's options for the multiple-choice tasks).
 
 XNLI (several languages, lm-eval's ``xnli`` prompt words) and SST-2 (lm-eval's ``glue/sst2``
 prompt) stay zero-shot. ``--set tasks=...`` picks what runs: ``paper003`` (default), ``all``, or
@@ -24,6 +26,7 @@ the same 6 rows of its tables, not to the printed average. CIs are bootstrapped 
 from __future__ import annotations
 
 import csv
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,17 +38,16 @@ from harness.suites.lm_eval_data import Doc, chance_level
 
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
-from harness.measure.metrics import bootstrap_ci
+from harness.measure import chance
 from harness.results.records import ItemOutputs, Score
 from harness.sources.data import DataSource, local_or_hub
-from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, parallel, score_items
 
 PAPER003 = tuple(lm_eval_data.TASKS)                  # arc_challenge arc_easy boolq copa piqa winogrande hellaswag
 ZERO_SHOT = ("xnli", "sst2")
 PAPER_AVERAGE = ("arc_challenge", "boolq", "copa", "hellaswag", "piqa", "winogrande")
 AVERAGE_TASK = "paper003_avg6"
 METRICS = ("acc", "acc_norm")
-ZERO_SHOT_CHANCE = {"xnli": 1 / len(xnli.LABELS), "sst2": 1 / 2}
 SST2 = DataSource(("glue/SST-2/dev.tsv",), "nyu-mll/glue:sst2")
 
 
@@ -133,6 +135,7 @@ class _Written:
     files: dict[str, Path]
     ids: dict[str, list[str]]      # lm-eval task name -> item ids in document order
     scored: dict[str, list[Doc]]   # paper-003 task -> its scored documents
+    chance: dict[str, float]       # lm-eval task name -> chance level of its scored documents (harness.measure.chance)
 
 
 class LmEval(Suite):
@@ -183,7 +186,7 @@ def _write_data(data: SuiteData, ctx: SuiteContext) -> _Written:
     """The selected documents as JSONL files named as in the task YAMLs (a paper-003 task also gets
     its whole few-shot pool as ``<task>.pool.jsonl``)."""
     budget, config = ctx.budget, ctx.config
-    rng, tasks, files, ids, scored = np.random.default_rng(ctx.seed), config.selected_tasks(), {}, {}, {}
+    rng, tasks, files, ids, scored, levels = np.random.default_rng(ctx.seed), config.selected_tasks(), {}, {}, {}, {}
     if "xnli" in tasks:
         test, rows = xnli.parallel_subset(data.splits["xnli"], budget.xnli_per_language, rng)
         for lang in config.selected():
@@ -191,49 +194,51 @@ def _write_data(data: SuiteData, ctx: SuiteContext) -> _Written:
             docs = ({"premise": test.premise[i], "hypothesis": test.hypothesis[i], "label": int(test.label[i])} for i in where)
             files[f"xnli_{lang}.jsonl"] = write_jsonl(ctx.workdir / f"xnli_{lang}.jsonl", docs)
             ids[f"harness_xnli_{lang}"] = [str(r) for r in rows[where]]
+            levels[f"harness_xnli_{lang}"] = chance.majority(test.label[where])
     if "sst2" in tasks:
         sst2, keep = data.splits["sst2"], _subset(len(data.splits["sst2"].label), budget.sst2_examples, rng)
         files["sst2.jsonl"] = write_jsonl(ctx.workdir / "sst2.jsonl", ({"sentence": sst2.text[i], "label": int(sst2.label[i])} for i in keep))
         ids["harness_sst2"] = [str(i) for i in keep]
+        levels["harness_sst2"] = chance.majority(sst2.label[keep])
     for name in config.paper_tasks():
         split, keep = data.splits[name], _subset(len(data.splits[name].scored), budget.examples[name], rng)
         scored[name] = [split.scored[i] for i in keep]
         files[f"{name}.jsonl"] = write_jsonl(ctx.workdir / f"{name}.jsonl", scored[name])
         files[f"{name}.pool.jsonl"] = write_jsonl(ctx.workdir / f"{name}.pool.jsonl", split.pool)
         ids[f"harness_{name}"] = [split.ids[i] for i in keep]
-    return _Written(files, ids, scored)
+        levels[f"harness_{name}"] = chance_level(lm_eval_data.TASKS[name], scored[name])
+    return _Written(files, ids, scored, levels)
 
 
 def _scores(config: LmEvalConfig, out: dict[str, TaskOutput], written: _Written, rng: np.random.Generator) -> tuple[list[Score], list[ItemOutputs]]:
     """Per task and metric: the mean with a bootstrap CI, its shots and chance; the XNLI macro average
     and paper 003's average (``acc`` of PAPER_AVERAGE) across tasks; the per-document values."""
-    rows: list[tuple[str, str, str, str, float | None]] = []  # task, language, split, lm-eval task, chance
+    rows: list[tuple[str, str, str, str]] = []  # task, language, split, lm-eval task
     if "xnli" in config.selected_tasks():
-        rows += [("xnli", lang, "test", f"harness_xnli_{lang}", ZERO_SHOT_CHANCE["xnli"]) for lang in config.selected()]
+        rows += [("xnli", lang, "test", f"harness_xnli_{lang}") for lang in config.selected()]
     if "sst2" in config.selected_tasks():
-        rows.append(("sst2", "en", "dev", "harness_sst2", ZERO_SHOT_CHANCE["sst2"]))
-    for name in config.paper_tasks():
-        task = lm_eval_data.TASKS[name]
-        rows.append((name, "en", task.split_name, f"harness_{name}", chance_level(task, written.scored[name])))
+        rows.append(("sst2", "en", "dev", "harness_sst2"))
+    rows += [(name, "en", lm_eval_data.TASKS[name].split_name, f"harness_{name}") for name in config.paper_tasks()]
     scores, items = [], []
-    for task, language, split, key, chance in rows:
+    for task, language, split, key in rows:
         for metric, values in out[key].values.items():
-            scores.append(_score(task, language, split, metric, [values], out[key].num_fewshot, chance, rng))
             items.append(ItemOutputs(task, language, split, metric, tuple(written.ids[key]), tuple(values.tolist())))
+            scores.append(_score([items[-1]], out[key].num_fewshot, written.chance[key], rng))
     if "xnli" in config.selected_tasks():
-        groups = [out[f"harness_xnli_{lang}"].values["acc"] for lang in config.selected()]
-        scores.append(_score("xnli", "avg", "test", "acc", groups, 0, ZERO_SHOT_CHANCE["xnli"], rng))
+        languages = parallel([i for i in items if i.task == "xnli" and i.metric == "acc"])  # one row in every language: one cluster
+        items = [i for i in items if not (i.task == "xnli" and i.metric == "acc")] + languages
+        scores.append(_score(languages, 0, float(np.mean([s.chance for s in scores if s.task == "xnli" and s.metric == "acc"])), rng))
     if set(PAPER_AVERAGE) <= set(config.selected_tasks()):
-        groups = [out[f"harness_{t}"].values["acc"] for t in PAPER_AVERAGE]
-        chance = float(np.mean([s.chance for s in scores if s.task in PAPER_AVERAGE and s.metric == "acc"]))
-        scores.append(_score(AVERAGE_TASK, "en", "mixed", "acc", groups, out[f"harness_{PAPER_AVERAGE[0]}"].num_fewshot, chance, rng))
+        parts = [dataclasses.replace(i, task=AVERAGE_TASK, language=i.task, split="mixed")
+                 for i in items if i.task in PAPER_AVERAGE and i.metric == "acc"]  # tasks resampled independently
+        items += parts
+        level = float(np.mean([s.chance for s in scores if s.task in PAPER_AVERAGE and s.metric == "acc"]))
+        scores.append(_score(parts, out[f"harness_{PAPER_AVERAGE[0]}"].num_fewshot, level, rng))
     return scores, items
 
 
-def _score(task: str, language: str, split: str, metric: str, groups: list[np.ndarray], shots: int, chance: float | None, rng: np.random.Generator) -> Score:
-    value = float(np.mean([g.mean() for g in groups]))
-    low, high = bootstrap_ci(groups, rng)
-    return Score(task, language, split, metric, value, low, high, n=sum(len(g) for g in groups), chance=chance, shots=shots, setting=f"{shots}-shot")
+def _score(items: list[ItemOutputs], shots: int, level: float | None, rng: np.random.Generator) -> Score:
+    return dataclasses.replace(score_items(items, rng, chance=level, setting=f"{shots}-shot"), shots=shots)
 
 
 def _details(data: SuiteData, config: LmEvalConfig, written: _Written, out: dict[str, TaskOutput]) -> dict[str, Any]:
@@ -244,10 +249,9 @@ def _details(data: SuiteData, config: LmEvalConfig, written: _Written, out: dict
         "num_fewshot": {short[n]: o.num_fewshot for n, o in out.items()},
         "examples": {short[n]: len(written.ids[n]) for n in out},
         "fewshot_pool": {t: len(data.splits[t].pool) for t in config.paper_tasks()},
-        "chance": {t: chance_level(lm_eval_data.TASKS[t], docs) for t, docs in written.scored.items()},
+        "chance": {short[n]: written.chance[n] for n in out},
         "lm_eval_versions": {short[n]: o.version for n, o in out.items()},
     }
-    details["chance"].update({t: ZERO_SHOT_CHANCE[t] for t in ZERO_SHOT if t in config.selected_tasks()})
     if set(PAPER_AVERAGE) <= set(config.selected_tasks()):
         details["paper_average"] = f"{AVERAGE_TASK}: mean acc of {', '.join(PAPER_AVERAGE)} (paper 003 averages 9 tasks; MMLU, TriviaQA, SQuAD not on hand)"
     if "xnli" in config.selected_tasks():

@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
+from harness.measure import chance
 from harness.errors import DataError
 from harness.sources.data import DataSource, json_lines, local_or_hub
 
@@ -111,12 +112,12 @@ def separate_pool(scored: list[Doc], pool: list[Doc]) -> Split:
 
 
 def chance_level(task: FewShotTask, docs: list[Doc]) -> float:
-    """Expected accuracy without skill on ``docs``: mean 1/choices (ARC has 3- and 5-choice items),
-    or the majority class share (BoolQ, where always answering "yes" is the baseline to beat)."""
+    """Expected accuracy without skill on ``docs`` (:mod:`harness.measure.chance`): a uniform guess
+    among each item's options (ARC has 3- and 5-choice items), or the majority class share where the
+    answer is a label (BoolQ, where always answering "yes" is the baseline to beat)."""
     if task.chance == "uniform":
-        return float(np.mean([1.0 / task.n_choices(d) for d in docs]))
-    counts = np.bincount([task.gold(d) for d in docs])
-    return float(counts.max() / len(docs))
+        return chance.uniform_choice([task.n_choices(d) for d in docs])
+    return chance.majority([task.gold(d) for d in docs])
 
 
 # -- ARC ---------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from sklearn.exceptions import UndefinedMetricWarning
 
 from harness.budgets import Budgets
 from harness.errors import DataError
-from harness.measure.metrics import majority_share
+from harness.measure import chance
 from harness.results.records import ItemOutputs
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
@@ -197,7 +197,7 @@ class MtebClassification(Suite):
         scores, items, details = [], [], {"n_experiments": budget.n_experiments, "chance": "majority-class share of the scored test texts"}
         for name, (task, rows) in sampled.items():
             items.append(_items(name, task, rows, predictions))
-            scores.append(score_items([items[-1]], rng, chance=majority_share(task.splits["test"].label), setting="linear-probe"))
+            scores.append(score_items([items[-1]], rng, chance=chance.majority(task.splits["test"].label), setting="linear-probe"))
             details[name] = {"train_examples": len(task.splits["train"].label), "samples_per_label": task.samples_per_label, "test_examples": len(rows)}
         return SuiteResult(scores, details, items)
 

@@ -9,9 +9,11 @@ relative paths are under the data directory). Layout and post-processing: :mod:`
 
 Scores per language: F1 and EM as proportions (0-1, as every score of the harness; the official
 scripts print them x 100), answers normalised as MLQA's script does for that language (``--set normalization=squad``: SQuAD v1.1's English rules for every
-language; :mod:`harness.measure.squad`); ``avg`` is the macro average. CIs: bootstrap over questions.
-Trivial level (``Score.chance``) 0: an empty answer scores 0 F1 and 0 EM. Per-item outputs, one row
-per question (id: its position in the file): F1 with the predicted and gold answers, and EM.
+language; :mod:`harness.measure.squad`); ``avg`` is the macro average. CIs: bootstrap over questions;
+MLQA's languages share questions (a question's translations keep its id), so the average resamples
+question ids as clusters. Trivial level (``Score.chance``) 0: an empty answer scores 0 F1 and 0 EM.
+Per-item outputs, one row per question (id: its position in the file; cluster: the file's question
+id): F1 with the predicted and gold answers, and EM.
 """
 
 from __future__ import annotations
@@ -26,12 +28,11 @@ from harness.suites.finetune import FinetuneBudget, finetune, padding_collator, 
 
 from harness.budgets import Budgets
 from harness.errors import ConfigError
-from harness.measure.metrics import bootstrap_ci
 from harness.measure.squad import best_over_gold
 from harness.results.records import ItemOutputs, Score
 from harness.sources.corpora import Text
 from harness.sources.data import DataSource, local_or_hub
-from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
 
 METRICS = ("f1", "em")
 
@@ -127,30 +128,24 @@ class QuestionAnswering(Suite):
 
     def score(self, task: Task, model, tokenizer, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         config, rng = ctx.config, np.random.default_rng(ctx.seed + 1)
-        scores, items, per_language, sizes = [], [], {m: [] for m in METRICS}, {}
+        items, sizes = {m: [] for m in METRICS}, {}
         for language in config.language_list:
             positions = self._sample(data.splits[language], ctx.budget.eval_examples, rng)
             questions = [data.splits[language][i] for i in positions]
             answers = self.answer(model, tokenizer, questions, ctx)
             rules = language if config.normalization == "mlqa" else None
             em, f1 = (np.array(v) for v in zip(*(best_over_gold(a, q.answers, rules) for a, q in zip(answers, questions))))
-            values = {"f1": f1, "em": em}
-            ids = tuple(str(i) for i in positions)
-            for metric in METRICS:
-                scores.append(self._score(task.name, language, metric, [values[metric]], rng))
-                per_language[metric].append(values[metric])
-            items += [
-                ItemOutputs(task.name, language, "dev", "f1", ids, tuple(f1), tuple(answers), tuple(" | ".join(q.answers) for q in questions)),
-                ItemOutputs(task.name, language, "dev", "em", ids, tuple(em)),
-            ]
+            ids, clusters = tuple(str(i) for i in positions), tuple(q.id or str(i) for q, i in zip(questions, positions))
+            items["f1"].append(ItemOutputs(task.name, language, "dev", "f1", ids, tuple(f1), tuple(answers),
+                                           tuple(" | ".join(q.answers) for q in questions), clusters=clusters))
+            items["em"].append(ItemOutputs(task.name, language, "dev", "em", ids, tuple(em), clusters=clusters))
             sizes[language] = len(questions)
+        scores = [self._score([i], rng) for language_items in zip(*items.values()) for i in language_items]
         if len(sizes) > 1:
-            scores += [self._score(task.name, "avg", metric, per_language[metric], rng) for metric in METRICS]
+            scores += [self._score(items[metric], rng) for metric in METRICS]
         details = {"train_questions": len(self._training(data, ctx)), "eval_questions": sizes, "max_length": ctx.budget.max_length, "stride": ctx.budget.stride}
-        return SuiteResult(scores, details, items)
+        return SuiteResult(scores, details, [i for language_items in zip(*items.values()) for i in language_items])
 
     @staticmethod
-    def _score(task: str, language: str, metric: str, groups: list[np.ndarray], rng: np.random.Generator) -> Score:
-        low, high = bootstrap_ci(groups, rng)
-        value = float(np.mean([g.mean() for g in groups]))
-        return Score(task, language, "dev", metric, value, low, high, n=sum(len(g) for g in groups), chance=0.0, setting="zero-shot")
+    def _score(items: list[ItemOutputs], rng: np.random.Generator) -> Score:
+        return score_items(items, rng, chance=0.0, setting="zero-shot")

@@ -38,6 +38,7 @@ class Question:
     context: str
     answers: tuple[str, ...]
     starts: tuple[int, ...]  # character offset of each answer in the context
+    id: str = ""             # the file's question id (MLQA: the same id for a question's translations)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def _question(qa: dict, context: str, path: Path, raw: str) -> Question:
             raise DataError(f"{where}: answer {text[:40]!r} at {start} lies outside its context of {len(context)} characters; fix answer_start")
         if context[start:start + len(text)] != text:
             raise DataError(f"{where}: answer {text[:40]!r} is not the context's text at {start}; fix answer_start or the answer text")
-    return Question(qa["question"], context, texts, starts)
+    return Question(qa["question"], context, texts, starts, qid)
 
 
 def read_squad(path: Path) -> list[Question]:

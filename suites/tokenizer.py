@@ -15,7 +15,8 @@ text (documents separated by blank lines, or JSONL with ``text``).
   vocabulary frees embedding rows), so its %Base is base / method.
 
 Per-item outputs: each text's bytes over tokens (bytes per token) and whole-word tokens over tokens,
-keyed by the text's index (WikiText-2 article, C4 line, XNLI test row). No chance level applies.
+keyed by the text's index (WikiText-2 article, C4 line, XNLI test row); the vocabulary size is one
+item (an exact count: its interval is the point). No chance level applies.
 Setting ``intrinsic``: a property of the tokenizer, no model is run.
 """
 
@@ -31,7 +32,7 @@ import numpy as np
 from harness.suites import texts, xnli
 
 from harness.budgets import Budgets
-from harness.results.records import ItemOutputs, Score
+from harness.results.records import ItemOutputs
 from harness.sources import corpora
 from harness.sources.data import DataSource
 from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
@@ -139,8 +140,9 @@ class TokenizerStats(Suite):
                 chosen, keep = texts.sample(docs, budget.documents, budget.max_bytes, rng)
                 offset = corpora.C4_FIT_DOCUMENTS if name == "c4" else 0
                 text_sets[(name, language)] = (chosen, [str(i + offset) for i in keep])
-        scores = [Score("vocabulary", "all", "-", "vocab_size", float(len(tokenizer)), higher_is_better=False, setting=SETTING)]
-        items = []
+        # an exact count, no sample: its one item is the tokenizer, so its paired interval is the point itself
+        items = [ItemOutputs("vocabulary", "all", "-", "vocab_size", ("tokenizer",), (float(len(tokenizer)),))]
+        scores = [score_items(items, rng, higher_is_better=False, setting=SETTING)]
         for (name, lang), (chosen, ids) in text_sets.items():
             c = count(tokenizer, chosen)
             for metric, values in (("bytes_per_token", c.bytes), ("whole_word_share", c.whole_word_tokens)):

@@ -27,6 +27,7 @@ import numpy as np
 from harness.suites.finetune import FinetuneBudget, finetune, padding_collator, predict, sentence_features
 
 from harness.errors import ConfigError, DataError
+from harness.measure import chance
 from harness.measure.metrics import CLASSIFICATION_METRICS, bootstrap_classification_ci, classification_metrics
 from harness.results.records import Score
 from harness.sources.data import DataSource, local_or_hub
@@ -109,10 +110,12 @@ def subsample(data: TextSet, size: int | None, seed: int) -> TextSet:
 
 
 def classification_scores(task: str, split: str, gold: np.ndarray, pred: np.ndarray, n_classes: int, rng: np.random.Generator) -> list[Score]:
-    """Accuracy and macro F1 / precision / recall with 95% bootstrap CIs; chance = a uniform guess."""
+    """Accuracy and macro F1 / precision / recall with 95% bootstrap CIs; chance = the majority-class
+    predictor's score on the scored gold (:mod:`harness.measure.chance`; accuracy 1/classes on a balanced set)."""
     values = classification_metrics(gold, pred, n_classes)
     cis = bootstrap_classification_ci(gold, pred, n_classes, rng)
-    return [Score(task, "en", split, m, values[m], *cis[m], n=len(gold), chance=1 / n_classes, setting=SETTING) for m in CLASSIFICATION_METRICS]
+    levels = {m: chance.majority(gold, lambda p, g, m=m: classification_metrics(g, p, n_classes)[m]) for m in CLASSIFICATION_METRICS}
+    return [Score(task, "en", split, m, values[m], *cis[m], n=len(gold), chance=levels[m], setting=SETTING) for m in CLASSIFICATION_METRICS]
 
 
 class TopicClassification(Suite):

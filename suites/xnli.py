@@ -14,8 +14,9 @@ Paper 000 Table 1 reports XNLI accuracy and %Base for ASG. Training data per pro
 on the dev set (setting ``multilingual``), not the paper's machine-translated MNLI train, which the
 ``paper`` profile would need and this harness does not read; so the ``paper`` profile refuses it.
 
-Test is evaluated in all 15 languages (the same rows in each: XNLI is parallel). Chance per language
-is the majority-class share of the scored test rows (XNLI test is balanced: about 1/3).
+Test is evaluated in all 15 languages (the same rows in each: XNLI is parallel, and the item id is
+the row, so the average's bootstrap resamples rows with their 15 translations as one cluster). Chance
+per language is the majority-class share of the scored test rows (XNLI test is balanced: about 1/3).
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ from harness.suites.finetune import (
 from harness.adapter import no_progress
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
-from harness.measure.metrics import majority_share
+from harness.measure import chance
 from harness.sources.corpora import Text
 from harness.sources.data import DataSource, local_or_hub
-from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, score_items
+from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, parallel, score_items
 
 LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 as in the HF xnli and multi_nli datasets
@@ -251,7 +252,8 @@ class XNLI(Suite):
             ctx.progress(f"evaluate {lang}", 1, 1)
             predicted = [LABELS[int(np.argmax(row))] for row in logits]
             items.append(correctness("xnli", lang, "test", rows[part], predicted, [LABELS[g] for g in pairs.label]))
-        chances = [majority_share(i.gold) for i in items]
+        items = parallel(items)  # one row in 15 languages is one resampling unit of the average
+        chances = [chance.majority(i.gold) for i in items]
         scores = [score_items([i], rng, chance=c, setting=setting) for i, c in zip(items, chances)]
         scores.append(score_items(items, rng, chance=float(np.mean(chances)), setting=setting))
         details = {

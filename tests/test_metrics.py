@@ -62,3 +62,15 @@ def test_classification_ci_brackets_values_and_repeats():
     for name, (low, high) in cis.items():
         assert low < values[name] < high and high - low < 0.15, name
     assert cis == bootstrap_classification_ci(y_true, y_pred, 4, np.random.default_rng(0), n_boot=300)
+
+
+def test_chance_is_the_score_of_a_predictor_that_ignores_the_input():
+    """One rule per metric kind (harness.measure.chance): a label's majority class, an item's own options' uniform guess."""
+    from harness.measure import chance
+    from harness.measure.metrics import binary_f1
+
+    gold = np.array([1, 1, 1, 0])
+    assert chance.majority(gold) == 0.75                                # always 1: accuracy 3/4
+    assert chance.majority(gold, binary_f1) == pytest.approx(6 / 7)     # always 1: tp 3, fp 1 -> 6 / 7
+    assert chance.majority(np.array([0, 0, 0, 1]), binary_f1) == 0.0    # always 0: no positive predicted
+    assert chance.uniform_choice([2, 4, 4]) == pytest.approx((1 / 2 + 1 / 4 + 1 / 4) / 3)

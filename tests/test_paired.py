@@ -9,8 +9,19 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from harness.measure.compare import compare, value_of
-from harness.measure.metrics import STATISTICS, chance_adjusted_pct_base, majority_share, mean_sd
+from harness.measure.chance import majority
+from harness.measure.compare import compare, group_weights, value_of
+from harness.measure.metrics import (
+    STATISTICS,
+    WEIGHTED,
+    Part,
+    _strata,
+    chance_adjusted_pct_base,
+    mean_sd,
+    percentile_interval,
+    resampled,
+    resampled_parts,
+)
 from harness.measure.paired import agreement, flip_rate, mcnemar_p, paired_bootstrap, paired_statistic_bootstrap
 from harness.results.records import ItemOutputs, Score
 from harness.suite import statistic_items
@@ -80,7 +91,7 @@ def test_chance_adjusted_pct_base_and_helpers():
     assert chance_adjusted_pct_base(1 / 3, 0.3676, 1 / 3) == pytest.approx(0.0)  # a method at chance keeps nothing
     assert chance_adjusted_pct_base(0.3627, 0.3676, 1 / 3) == pytest.approx(100 * (0.3627 - 1 / 3) / (0.3676 - 1 / 3))
     assert chance_adjusted_pct_base(0.5, 0.33, 1 / 3) is None and chance_adjusted_pct_base(0.5, 0.6, None) is None
-    assert majority_share(["a", "b", "b", "c"]) == 0.5
+    assert majority(["a", "b", "b", "c"]) == 0.5
     assert agreement(["a", "b", "c"], ["a", "c", "c"]) == pytest.approx(2 / 3)
     assert mean_sd([1.0, 2.0, None, 3.0]) == pytest.approx((2.0, 1.0)) and mean_sd([None]) is None
 
@@ -111,11 +122,73 @@ def test_compare_matches_items_by_id_and_macro_averages():
     assert out["avg"].pct_base_ci_low <= 40.0 <= out["avg"].pct_base_ci_high
 
 
-def test_compare_without_items_keeps_what_needs_none():
+def test_compare_without_pairs_says_why():
     scores = [Score("t", "en", "test", "accuracy", 0.4, 0.3, 0.5, chance=0.25)]
     (c,) = compare(scores, [], scores, [], "self", np.random.default_rng(0))
     assert c.n_paired == 0 and c.pct_base_ci_low is None and c.p_value is None
     assert c.chance_adjusted_pct_base == pytest.approx(100.0) and c.baseline_above_chance
+    assert c.unpaired == "this run stored no per-item outputs for this score"
+    mine = [ItemOutputs("t", "en", "test", "accuracy", ("1", "2"), (1.0, 0.0))]
+    (c,) = compare(scores, mine, scores, [], "base", np.random.default_rng(0))
+    assert c.unpaired == "the baseline run stored no per-item outputs for this score" and c.n_paired == 0
+    old_layout = [ItemOutputs("t", "en", "test", "accuracy", ("doc-1", "doc-2"), (1.0, 1.0))]
+    (c,) = compare(scores, mine, scores, old_layout, "base", np.random.default_rng(0))
+    assert c.unpaired.startswith("no item ids in common (en)") and c.pct_base_ci_low is None
+    (c,) = compare(scores, mine, scores, mine, "base", np.random.default_rng(0))
+    assert c.unpaired is None and c.n_paired == 2
+
+
+def test_a_cluster_bootstrap_does_not_count_translations_as_new_evidence():
+    """15 groups that are the same 200 rows (perfectly correlated languages): resampled as clusters,
+    the average's interval is that of one group; resampled each on its own, it would shrink by about
+    sqrt(15). Unclustered groups keep the independent draws exactly."""
+    rows = (np.random.default_rng(0).random(200) < 0.55).astype(float)
+    ids = tuple(str(i) for i in range(200))
+    one = percentile_interval(resampled([[rows, _ones(200)]], np.random.default_rng(1))[:, 0])
+    clustered = percentile_interval(resampled_parts([Part([rows, _ones(200)], clusters=ids)] * 15, np.random.default_rng(1))[:, 0])
+    independent = percentile_interval(resampled([[rows, _ones(200)]] * 15, np.random.default_rng(1))[:, 0])
+    width = lambda ci: ci[1] - ci[0]  # noqa: E731
+    assert width(clustered) == pytest.approx(width(one), rel=0.15)
+    assert width(independent) == pytest.approx(width(one) / math.sqrt(15), rel=0.2)
+    plain = resampled_parts([Part([rows, _ones(200)])] * 3, np.random.default_rng(2))
+    assert np.array_equal(plain, resampled([[rows, _ones(200)]] * 3, np.random.default_rng(2)))
+
+
+def test_groups_sharing_clusters_are_one_stratum_others_stay_independent():
+    shared = [Part([_ones(2), _ones(2)], clusters=("a", "b")), Part([_ones(2), _ones(2)], clusters=("b", "c"))]
+    assert _strata([*shared, Part([_ones(2), _ones(2)], clusters=("x", "y")), Part([_ones(3), _ones(3)])]) == [[0, 1], [2], [3]]
+
+
+@pytest.mark.parametrize("name", sorted(WEIGHTED))
+def test_weighted_statistics_equal_the_statistic_of_repeated_items(name):
+    """A cluster draw counts each item 0, 1, 2 ... times: the weighted statistic is the statistic of
+    the items repeated that often (ties included)."""
+    rng = np.random.default_rng(7)
+    gold, _, predicted = _case(name, rng, 30)
+    counts = rng.integers(0, 3, size=(6, 30)).astype(float)
+    want = [STATISTICS[name](np.repeat(predicted, c.astype(int))[None], np.repeat(gold, c.astype(int))[None])[0] for c in counts]
+    assert WEIGHTED[name](predicted.astype(float), gold.astype(float), counts) == pytest.approx(want)
+
+
+def test_an_average_over_tasks_weighs_tasks_alike_and_its_metrics_share_a_task():
+    assert group_weights(["en", "de", "fr"]) is None
+    assert group_weights(["cola", "mrpc/accuracy", "mrpc/f1", "sst2"]) == pytest.approx([1 / 3, 1 / 6, 1 / 6, 1 / 3])
+    cola = statistic_items("glue", "cola", "eval", "score", "mcc", ["1", "2", "3", "4"], [1, 0, 1, 1], [1, 0, 0, 1])
+    acc = ItemOutputs("glue", "mrpc/accuracy", "eval", "score", ("1", "2"), (1.0, 0.0))
+    f1 = statistic_items("glue", "mrpc/f1", "eval", "score", "binary_f1", ["1", "2"], [1, 1], [1, 0])
+    mcc = _library("mcc")(np.array([1, 0, 1, 1]), np.array([1, 0, 0, 1]))
+    assert value_of([cola, acc, f1]) == pytest.approx(mcc / 2 + (0.5 + 2 / 3) / 4)  # (mcc + mean(acc, f1)) / 2
+
+
+def test_an_average_row_has_no_mcnemar_p():
+    """Pooling (or stratifying) the languages' discordant pairs treats translations as independent."""
+    ids = [str(i) for i in range(20)]
+    right = [1.0] * 15 + [0.0] * 5
+    base = [_accuracy(ids, right, lang) for lang in ("en", "de")]
+    mine = [_accuracy(ids, right[::-1], lang) for lang in ("en", "de")]
+    scores = [Score("xnli", lang, "test", "accuracy", 0.75, 0.5, 0.9, chance=1 / 3) for lang in ("en", "de", "avg")]
+    out = {c.language: c for c in compare(scores, mine, scores, base, "b", np.random.default_rng(0))}
+    assert out["en"].p_value is not None and out["avg"].p_value is None and out["avg"].flip_rate == pytest.approx(0.5)
 
 
 def _library(name: str):

@@ -120,7 +120,8 @@ def show(
         c = compared.get((s.task, s.language, s.split, s.metric))
         table.add_row(
             s.task, s.language, s.metric, s.setting or "-", f"{s.value:.4f}", _interval(s.ci_low, s.ci_high, 4), str(s.n),
-            _number(s.chance, 4), _number(s.pct_base, 1), _interval(c and c.pct_base_ci_low, c and c.pct_base_ci_high, 1),
+            _number(s.chance, 4), _number(s.pct_base, 1),
+            f"unpaired: {c.unpaired}" if c is not None and c.unpaired else _interval(c and c.pct_base_ci_low, c and c.pct_base_ci_high, 1),
             _number(c and c.chance_adjusted_pct_base, 1), _number(c and c.p_value, 3), _number(c and c.flip_rate, 3),
             "-" if c is None or c.baseline_above_chance is None else ("yes" if c.baseline_above_chance else "NO"),
         )

@@ -17,7 +17,7 @@ from harness.results.store import Store
 COLUMNS = (
     "run_id", "model", "adapter", "config", "suite", "profile", "seed", "task", "language", "metric", "setting",
     "value", "ci_low", "ci_high", "chance", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "chance_adjusted_pct_base",
-    "difference", "difference_ci_low", "difference_ci_high", "p_value", "flip_rate", "agreement", "n_paired",
+    "difference", "difference_ci_low", "difference_ci_high", "p_value", "flip_rate", "agreement", "n_paired", "unpaired",
     "baseline_above_chance", "emb_param_fraction", "storage_bytes", "split", "n", "baseline_run_id", "variant",
 )
 # averaged over seeds by --aggregate (mean and sample sd); a configuration is a run's variant (its config hash without the seed)
@@ -99,7 +99,7 @@ def _table(frame: pd.DataFrame) -> str:
         "run_id": frame.run_id, "model": frame.model, "adapter": frame.adapter, "config": frame.config.map(config_label),
         "suite": frame.suite, "seed": frame.seed, "language": frame.language, "metric": frame.metric,
         "value [95% CI]": [_with_ci(*v) for v in zip(frame.value, frame.ci_low, frame.ci_high)],
-        "%Base [paired CI]": [_with_ci(*v) for v in zip(frame.pct_base, frame.pct_base_ci_low, frame.pct_base_ci_high)],
+        "%Base [paired CI]": [_pct_base(*v) for v in zip(frame.pct_base, frame.pct_base_ci_low, frame.pct_base_ci_high, frame.unpaired)],
         "chance-adj.": frame.chance_adjusted_pct_base.map(_cell), "p": frame.p_value.map(_cell), "flips": frame.flip_rate.map(_cell),
         "emb. frac.": frame.emb_param_fraction.map(_cell),
         "flag": [", ".join(f for f in (_flag(a), "stale" if s else "") if f) for a, s in zip(frame.baseline_above_chance, frame.stale)],
@@ -120,6 +120,11 @@ def _aggregate_table(frame: pd.DataFrame) -> str:
 
 def _flag(above) -> str:
     return "at chance" if at_chance(above) else ""
+
+
+def _pct_base(value, low, high, unpaired) -> str:
+    """%Base with its paired CI, or with the reason it has none."""
+    return f"{_cell(value)} (unpaired: {unpaired})" if isinstance(unpaired, str) else _with_ci(value, low, high)
 
 
 def _with_ci(value, low, high) -> str:

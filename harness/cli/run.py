@@ -121,6 +121,9 @@ def _scores_table(outcomes) -> Table:
 
 
 def _pct_base(value: float | None, c) -> str:
+    """%Base with its paired CI, or with the reason it has none (``unpaired: ...``)."""
+    if c is not None and c.unpaired:
+        return f"{_fmt(value, 1, 1.0)} (unpaired: {c.unpaired})"
     if c is None or c.pct_base_ci_low is None:
         return _fmt(value, 1, 1.0)
     return f"{_fmt(value, 1, 1.0)} [{_fmt(c.pct_base_ci_low, 1, 1.0)}, {_fmt(c.pct_base_ci_high, 1, 1.0)}]"

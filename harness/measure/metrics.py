@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -19,31 +20,116 @@ from scipy.stats import rankdata
 CHUNK = 100  # bootstrap replicates drawn at once (bounds the index array to CHUNK x items)
 
 
+@dataclass(frozen=True)
+class Part:
+    """One group of an averaged score, as the bootstrap sees it.
+
+    ``arrays`` are aligned per-item arrays ``[a_1, b_1, a_2, b_2, ...]``; column ``j`` of the score is
+    ``sum(a_j) / sum(b_j)`` (values over weights) or, with ``statistic``, that corpus statistic of
+    :data:`STATISTICS` of (predicted ``a_j``, gold ``b_j``). ``weight`` is the part's weight in the
+    average (None: all parts weigh alike). ``clusters`` names each item's resampling unit: items of
+    parts that share cluster ids are drawn together (the same XNLI row in 15 languages, the same
+    word pair in two word-similarity sets, the same question of one GLUE task under two metrics);
+    None: every item is its own unit.
+    """
+
+    arrays: Sequence[np.ndarray]
+    statistic: str | None = None
+    weight: float | None = None
+    clusters: Sequence[str] | None = None
+
+
 def resampled(
     groups: Sequence[Sequence[np.ndarray]], rng: np.random.Generator, n_boot: int = 1000, statistic: str | None = None,
 ) -> np.ndarray:
-    """Bootstrap replicates of macro-averaged scores, shape ``(n_boot, len(groups[0]) // 2)``.
+    """Bootstrap replicates of the mean over ``groups`` (aligned arrays ``[a_1, b_1, ...]``, each group
+    resampled on its own, all scored by ``statistic``), shape ``(n_boot, len(groups[0]) // 2)``: the
+    unclustered case of :func:`resampled_parts`."""
+    return resampled_parts([Part(g, statistic) for g in groups], rng, n_boot)
 
-    Each group is a list of aligned arrays ``[a_1, b_1, a_2, b_2, ...]`` (one entry per item). In
-    every replicate each group's items are drawn with replacement once, the same draw for all of its
-    arrays (so a method's and a baseline's outputs on one item stay paired), and column ``j`` is the
-    mean over groups of the score of ``(a_j, b_j)``: ``sum(a_j) / sum(b_j)`` (values over weights; 0
-    where a resample's denominator sums to 0, ``zero_division=0``, as for entity F1 of sentences
-    without entities), or with ``statistic`` the corpus statistic of :data:`STATISTICS` of
-    (predicted, gold), vectorised over :data:`CHUNK` replicates at a time.
+
+def resampled_parts(parts: Sequence[Part], rng: np.random.Generator, n_boot: int = 1000) -> np.ndarray:
+    """Bootstrap replicates of a weighted average of parts (:class:`Part`), shape ``(n_boot, width)``.
+
+    Parts that share no cluster are resampled each on its own: in every replicate its items are
+    drawn with replacement once, the same draw for all of its arrays (so a method's and a baseline's
+    outputs on one item stay paired). Parts linked by shared cluster ids form one stratum that is
+    resampled as a cluster bootstrap (Davison & Hinkley 1997, Section 3.8): its clusters are drawn
+    with replacement, and each part's items count as often as their cluster was drawn, so the
+    translations of one row move together instead of averaging out as independent draws. Vectorised
+    over :data:`CHUNK` replicates at a time; a resample whose denominator sums to 0 scores 0
+    (``zero_division=0``, as entity F1 of sentences without entities).
     """
-    score = _ratio_rows if statistic is None else STATISTICS[statistic]
-    width = len(groups[0]) // 2
+    width = len(parts[0].arrays) // 2
+    uniform = all(p.weight is None for p in parts)  # then sum, and divide once: the mean of the groups, as the point estimate
+    weights = [1.0 if uniform else (1.0 / len(parts) if p.weight is None else p.weight) for p in parts]
     stats = np.zeros((n_boot, width))
-    for arrays in groups:
-        arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
-        n = len(arrays[0])
-        for start in range(0, n_boot, CHUNK):
-            stop = min(start + CHUNK, n_boot)
-            idx = rng.integers(0, n, size=(stop - start, n))
+    for stratum in _strata(parts):
+        lone = parts[stratum[0]].clusters
+        if len(stratum) == 1 and (lone is None or len(set(lone)) == len(lone)):  # one group, each item its own unit
+            part = parts[stratum[0]]
+            stats += _independent(part, rng, n_boot) if uniform else weights[stratum[0]] * _independent(part, rng, n_boot)
+        else:
+            stats += _clustered([parts[i] for i in stratum], [weights[i] for i in stratum], rng, n_boot)
+    return stats / len(parts) if uniform else stats
+
+
+def _strata(parts: Sequence[Part]) -> list[list[int]]:
+    """Indices of parts linked by shared cluster ids (connected components), in order of their first part."""
+    owner: dict[str, int] = {}
+    root = list(range(len(parts)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    for i, part in enumerate(parts):
+        for c in set(part.clusters or ()):
+            if c in owner:
+                root[find(i)] = find(owner[c])
+            else:
+                owner[c] = i
+    out: dict[int, list[int]] = {}
+    for i in range(len(parts)):
+        out.setdefault(find(i), []).append(i)
+    return sorted(out.values(), key=lambda s: s[0])
+
+
+def _independent(part: Part, rng: np.random.Generator, n_boot: int) -> np.ndarray:
+    """(n_boot, width) scores of one part, its items drawn with replacement."""
+    score = _ratio_rows if part.statistic is None else STATISTICS[part.statistic]
+    arrays = [np.asarray(a, dtype=np.float64) for a in part.arrays]
+    n, width = len(arrays[0]), len(arrays) // 2
+    out = np.zeros((n_boot, width))
+    for start in range(0, n_boot, CHUNK):
+        stop = min(start + CHUNK, n_boot)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        for j in range(width):
+            out[start:stop, j] = score(arrays[2 * j][idx], arrays[2 * j + 1][idx])
+    return out
+
+
+def _clustered(parts: Sequence[Part], weights: Sequence[float], rng: np.random.Generator, n_boot: int) -> np.ndarray:
+    """(n_boot, width) weighted sum of the parts' scores when their clusters are drawn with replacement
+    (each item weighted by its cluster's count in the draw: :data:`WEIGHTED`)."""
+    clusters = [np.asarray(p.clusters if p.clusters is not None else [f"{k}:{i}" for i in range(len(p.arrays[0]))])
+                for k, p in enumerate(parts)]
+    universe, codes = np.unique(np.concatenate(clusters), return_inverse=True)
+    codes = np.split(codes, np.cumsum([len(c) for c in clusters])[:-1])
+    width, n = len(parts[0].arrays) // 2, len(universe)
+    out = np.zeros((n_boot, width))
+    for start in range(0, n_boot, CHUNK):
+        rows = min(start + CHUNK, n_boot) - start
+        drawn = rng.integers(0, n, size=(rows, n)) + n * np.arange(rows)[:, None]
+        counts = np.bincount(drawn.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
+        for part, weight, code in zip(parts, weights, codes):
+            arrays = [np.asarray(a, dtype=np.float64) for a in part.arrays]
+            score = _weighted_ratio if part.statistic is None else WEIGHTED[part.statistic]
             for j in range(width):
-                stats[start:stop, j] += score(arrays[2 * j][idx], arrays[2 * j + 1][idx])
-    return stats / len(groups)
+                out[start:start + rows, j] += weight * score(arrays[2 * j], arrays[2 * j + 1], counts[:, code])
+    return out
 
 
 def _ratio_rows(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -153,12 +239,6 @@ def macro_ratio(groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
     """The mean over groups of ``sum(values) / sum(weights)`` (the point estimate the bootstrap resamples;
     0 for a group whose weights sum to 0, as in :func:`resampled`)."""
     return float(np.mean([np.sum(v) / np.sum(w) if np.sum(w) else 0.0 for v, w in groups]))
-
-
-def majority_share(labels: Sequence) -> float:
-    """Share of the most frequent label: the accuracy of always predicting it (majority-class chance)."""
-    _, counts = np.unique(np.asarray(labels), return_counts=True)
-    return float(counts.max() / counts.sum())
 
 
 def bits_per_byte(total_nll_nats: float, n_bytes: int) -> float:
@@ -273,7 +353,11 @@ def _confusion(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
 
 def _mcc_rows(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Matthews correlation of each row (scikit-learn's multiclass formula; 0 where undefined)."""
-    conf = _confusion(predicted, gold).astype(np.float64)
+    return _mcc_of_confusion(_confusion(predicted, gold).astype(np.float64))
+
+
+def _mcc_of_confusion(conf: np.ndarray) -> np.ndarray:
+    """Matthews correlation of (B, C, C) counts [gold, predicted]."""
     t, p = conf.sum(-1), conf.sum(-2)  # gold and predicted counts per class
     c, s = np.diagonal(conf, axis1=-2, axis2=-1).sum(-1), conf.sum((-2, -1))
     top = c * s - (t * p).sum(-1)
@@ -285,6 +369,15 @@ def _binary_f1_rows(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """F1 of class 1 of each row: 2 TP / (2 TP + FP + FN), 0 when nothing is predicted or gold positive."""
     tp = ((predicted == 1) & (gold == 1)).sum(-1).astype(np.float64)
     bottom = (predicted == 1).sum(-1) + (gold == 1).sum(-1)
+    return np.divide(2 * tp, bottom, out=np.zeros_like(tp), where=bottom != 0)
+
+
+def _binary_f1_of_confusion(conf: np.ndarray) -> np.ndarray:
+    """F1 of class 1 of (B, C, C) counts [gold, predicted] (0 when nothing is predicted or gold positive)."""
+    if conf.shape[-1] < 2:
+        return np.zeros(conf.shape[0])
+    tp = conf[:, 1, 1]
+    bottom = conf[:, :, 1].sum(-1) + conf[:, 1, :].sum(-1)
     return np.divide(2 * tp, bottom, out=np.zeros_like(tp), where=bottom != 0)
 
 
@@ -307,3 +400,70 @@ row (a bootstrap replicate, :func:`resampled`; the point estimate is one row). C
 integers in [0, C). They agree with scipy's ``spearmanr`` / ``pearsonr`` and scikit-learn's
 ``matthews_corrcoef`` / ``f1_score`` (binary; macro with ``zero_division=0``), which the suites use
 for the point estimate."""
+
+
+def _weighted_ratio(values: np.ndarray, weights: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``sum(c * values) / sum(c * weights)`` per row of item counts ``c`` (B, n); 0 where it sums to 0."""
+    top, bottom = counts @ values, counts @ weights
+    return np.divide(top, bottom, out=np.zeros_like(top), where=bottom != 0)
+
+
+def _weighted_pearson(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Pearson's r of x and y with each item repeated ``counts[b, i]`` times (NaN where a side is constant)."""
+    total = counts.sum(-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dx, dy = x - (counts @ x)[:, None] / total, y - (counts @ y)[:, None] / total
+        return (counts * dx * dy).sum(-1) / np.sqrt((counts * dx * dx).sum(-1) * (counts * dy * dy).sum(-1))
+
+
+def _weighted_ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(B, n) average ranks (ties averaged, as ``rankdata``) of x with item i repeated ``counts[b, i]`` times."""
+    order = np.argsort(x, kind="stable")
+    _, first, inverse = np.unique(x[order], return_index=True, return_inverse=True)
+    cum = np.cumsum(counts[:, order], axis=1)
+    last = np.append(first[1:], len(x)) - 1
+    below = np.where(first > 0, cum[:, np.maximum(first - 1, 0)], 0.0)  # copies of smaller values
+    tied = cum[:, last] - below
+    ranks = np.empty_like(counts)
+    ranks[:, order] = (below + (tied + 1) / 2)[:, inverse]
+    return ranks
+
+
+def _weighted_spearman(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Spearman's rho with each item repeated ``counts[b, i]`` times: Pearson's r of the tie-averaged ranks."""
+    return _weighted_pearson_rows(_weighted_ranks(x, counts), _weighted_ranks(y, counts), counts)
+
+
+def _weighted_pearson_rows(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """As :func:`_weighted_pearson` with per-row values x, y of shape (B, n)."""
+    total = counts.sum(-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dx, dy = x - (counts * x).sum(-1, keepdims=True) / total, y - (counts * y).sum(-1, keepdims=True) / total
+        return (counts * dx * dy).sum(-1) / np.sqrt((counts * dx * dx).sum(-1) * (counts * dy * dy).sum(-1))
+
+
+def _weighted_confusion(predicted: np.ndarray, gold: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(B, C, C) counts [gold, predicted] with item i counted ``counts[b, i]`` times."""
+    p, g = predicted.astype(np.int64), gold.astype(np.int64)
+    classes = int(max(p.max(), g.max())) + 1
+    cells = np.zeros((len(p), classes * classes))
+    cells[np.arange(len(p)), g * classes + p] = 1.0
+    return (counts @ cells).reshape(-1, classes, classes)
+
+
+def _from_confusion(rows: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    return lambda predicted, gold, counts: rows(_weighted_confusion(predicted, gold, counts))
+
+
+WEIGHTED: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
+    "spearman": _weighted_spearman,
+    "pearson": _weighted_pearson,
+    "mcc": _from_confusion(_mcc_of_confusion),
+    "binary_f1": _from_confusion(_binary_f1_of_confusion),
+    "macro_f1": _from_confusion(lambda conf: metrics_from_confusion(conf)["f1"]),
+    "macro_precision": _from_confusion(lambda conf: metrics_from_confusion(conf)["precision"]),
+    "macro_recall": _from_confusion(lambda conf: metrics_from_confusion(conf)["recall"]),
+}
+"""The statistics of :data:`STATISTICS` with frequency weights: ``(n,)`` predicted and gold, ``(B, n)``
+counts of each item in a cluster-bootstrap draw -> ``(B,)``; equal to the statistic of the items
+repeated that often (tested against it)."""

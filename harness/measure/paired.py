@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import binomtest
 
-from harness.measure.metrics import percentile_interval, resampled
+from harness.measure.metrics import Part, percentile_interval, resampled_parts
 
 Group = tuple[np.ndarray, np.ndarray]  # one group's two per-item arrays, aligned across the two runs:
 # (values, weights) of a ratio of sums, (predicted, gold) of a corpus statistic
@@ -64,10 +64,19 @@ def paired_statistic_bootstrap(
 
 def _joint(method: Sequence[Group], base: Sequence[Group], rng: np.random.Generator, higher_is_better: bool,
            n_boot: int, confidence: float, statistic: str | None) -> PairedInterval:
-    """Both runs' scores on the same draws (:func:`resampled`), then the intervals of their ratio and difference."""
+    """Both runs' scores on the same draws, groups resampled each on its own."""
     if len(method) != len(base) or any(len(m[0]) != len(b[0]) for m, b in zip(method, base)):
         raise ValueError("method and base must hold the same groups with the same items")
-    stats = resampled([[*m, *b] for m, b in zip(method, base)], rng, n_boot, statistic)
+    return paired_interval([Part([*m, *b], statistic) for m, b in zip(method, base)], rng, higher_is_better, n_boot, confidence)
+
+
+def paired_interval(
+    parts: Sequence[Part], rng: np.random.Generator, higher_is_better: bool = True, n_boot: int = 1000, confidence: float = 0.95,
+) -> PairedInterval:
+    """CIs of %Base and of method - base from parts whose arrays are ``[method a, method b, base a, base b]``
+    (:class:`~harness.measure.metrics.Part`: a statistic, a weight in the average and clusters per
+    part), both runs scored on the same draws (:func:`~harness.measure.metrics.resampled_parts`)."""
+    stats = resampled_parts(parts, rng, n_boot)
     m, b = stats[:, 0], stats[:, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = 100.0 * (m / b if higher_is_better else b / m)

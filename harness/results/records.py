@@ -92,7 +92,11 @@ class ItemOutputs:
     ratio (Spearman, MCC, macro F1) names itself in ``metric`` (``spearman@spearman``, ``f1@macro_f1``:
     :mod:`harness.measure.compare`): values = each item's prediction, gold = its gold value as a number.
     ``ids`` are stable item ids (the row in the source file or the dataset's own id) shared by every
-    run that scores the same items.
+    run that scores the same items. ``clusters`` (optional, one per item) name the unit an item is
+    resampled with across the groups of an average: the same id in every XNLI language (one row,
+    translated), an MLQA question id, a word pair in several word-similarity sets, a GLUE task's item
+    under each of its metrics. Groups linked by shared clusters are resampled jointly, by cluster
+    (:func:`harness.measure.metrics.resampled_parts`); empty: each item on its own.
     """
 
     task: str
@@ -104,6 +108,7 @@ class ItemOutputs:
     predictions: tuple[str, ...] = ()
     gold: tuple[str, ...] = ()
     weights: tuple[float, ...] = ()
+    clusters: tuple[str, ...] = ()
 
     def key(self) -> tuple[str, str, str, str]:
         return (self.task, self.language, self.split, self.metric)
@@ -113,8 +118,10 @@ class ItemOutputs:
 class Comparison:
     """One score of a run against the same score of its baseline run (the baseline itself included,
     against itself), computed by the runner from both runs' per-item outputs
-    (:mod:`harness.measure.compare`). Fields that need per-item outputs are None when either run has none;
-    ``p_value`` and ``flip_rate`` need 0/1 items, ``agreement`` stored predictions."""
+    (:mod:`harness.measure.compare`). Fields that need paired items are None when the two runs have
+    none in common, and then ``unpaired`` says why (``n_paired`` 0), so a %Base without its paired
+    interval is never silent; ``p_value`` and ``flip_rate`` need 0/1 items (and no average over
+    correlated groups), ``agreement`` stored predictions."""
 
     task: str
     language: str
@@ -132,6 +139,7 @@ class Comparison:
     flip_rate: float | None = None                 # share of items whose correctness changed
     agreement: float | None = None                 # share of items with the same prediction
     baseline_above_chance: bool | None = None      # the baseline's 95% CI lies above chance; None: no chance level
+    unpaired: str | None = None                    # why no item is paired (n_paired 0); None when paired
 
     def key(self) -> tuple[str, str, str, str]:
         return (self.task, self.language, self.split, self.metric)

@@ -292,7 +292,7 @@ class Store:
             _check_schema(con, self.path, writing=False)
             rows = con.execute(
                 "SELECT task, language, split, metric, list(item ORDER BY rowid), list(value ORDER BY rowid), "
-                f"{optional.format('prediction')}, {optional.format('gold')}, {optional.format('weight')} "
+                f"{optional.format('prediction')}, {optional.format('gold')}, {optional.format('weight')}, {optional.format('cluster')} "
                 "FROM items WHERE run_id = ? GROUP BY task, language, split, metric ORDER BY min(rowid)",
                 [run_id],
             ).fetchall()
@@ -379,6 +379,7 @@ def _items_frame(rec: RunRecord) -> pd.DataFrame:
             "prediction": list(it.predictions) if it.predictions else [None] * n,
             "gold": list(it.gold) if it.gold else [None] * n,
             "weight": list(it.weights) if it.weights else [None] * n,
+            "cluster": list(it.clusters) if it.clusters else [None] * n,
         }))
     return pd.concat(frames, ignore_index=True)
 

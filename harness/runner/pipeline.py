@@ -80,7 +80,9 @@ class Pipeline:
             self.out.scores += result.scores
             self.out.items += result.items
             self.out.details.update(result.details if len(tasks) == 1 else {task.name: result.details})
-        self.out.scores += suite.summarize(self.out.scores, self._suite_context(tasks[0]))
+        summary = suite.summarize(self.out.scores, self.out.items, self._suite_context(tasks[0]))
+        self.out.scores += summary.scores
+        self.out.items += summary.items
         self.reference = None
         return self.out
 
