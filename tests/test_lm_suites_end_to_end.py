@@ -35,7 +35,12 @@ def test_bpb_base_and_asg_with_inverted_pct_base_and_decode_efficiency(tmp_path)
     b, a = base.scores[0], asg_bpb[0]
     assert b.metric == a.metric == "bits_per_byte" and not a.higher_is_better
     assert 0.5 < b.value < 3 and a.value > b.value  # post-hoc PQ of the tied table costs bits
-    assert a.pct_base == pytest.approx(100 * b.value / a.value) and b.pct_base == pytest.approx(100)
+    bpb = {}  # bits per byte by hand from the stored per-document items: total bits / total UTF-8 bytes
+    for record in (base, asg):
+        (it,) = [i for i in store.items(record.run_id) if (i.task, i.metric) == ("wikitext2", "bits_per_byte")]
+        bpb[record.spec.adapter] = sum(it.values) / sum(it.weights)
+    assert (b.value, a.value) == pytest.approx((bpb["none"], bpb["asg"]))
+    assert a.pct_base == pytest.approx(100 * bpb["none"] / bpb["asg"]) and b.pct_base == pytest.approx(100)  # lower is better: inverted
     assert asg.compression.embedding_params_after == 64 * 576  # one codebook set, shared by the tied head
     phases = {e.phase: e for e in asg.efficiency}  # base:* phases time the unchanged model in the same run
     assert [e.phase for e in base.efficiency] == ["prefill", "decode"] and {"prefill", "decode"} <= set(phases)
@@ -64,7 +69,15 @@ def test_lm_eval_zero_shot_xnli_and_sst2(tmp_path):
     assert all(0 <= s.value <= 1 and s.metric == "acc" and s.ci_low <= s.value <= s.ci_high for s in scores.values())
     assert scores[("xnli", "en")].n == 3 and scores[("sst2", "en")].n == 4
     assert out.record.details["xnli_languages"] == ["en", "de"]
-    assert {s.shots for s in scores.values()} == {0} and out.record.details["chance"] == {"xnli": 1 / 3, "sst2": 1 / 2}
+    assert {s.shots for s in scores.values()} == {0}
+    for (task, language), s in scores.items():  # chance: the majority label share of the scored documents
+        if language != "avg":
+            classes = 3 if task == "xnli" else 2
+            assert s.chance == out.record.details["chance"][f"{task}_{language}" if task == "xnli" else task]
+            assert 1 / classes <= s.chance <= 1 and (s.chance * s.n) == pytest.approx(round(s.chance * s.n))
+    assert scores[("xnli", "avg")].chance == pytest.approx((scores[("xnli", "en")].chance + scores[("xnli", "de")].chance) / 2)
+    xnli_items = [i for i in out.record.items if i.task == "xnli"]
+    assert all(i.clusters == i.ids for i in xnli_items)  # one row in every language: one resampling unit
     assert_items_reproduce_scores(out.record.scores, out.record.items)
     assert all(s.setting == "0-shot" for s in scores.values())
 
@@ -83,9 +96,11 @@ def test_mteb_classification_base_and_asg(tmp_path):
     outcomes = execute(RunRequest("mteb_clf", "asg", profile="smoke", settings=SMALL_ASG), Store(tmp_path / "r.duckdb"))
     base, asg = (o.record for o in outcomes)
     assert [(s.task, s.metric) for s in asg.scores] == [("banking77", "accuracy"), ("tweeteval_sentiment", "accuracy")]
+    by_hand = {r.spec.adapter: {i.task: np.mean(i.values) for i in r.items} for r in (base, asg)}  # mean per-text correctness
     for b, a in zip(base.scores, asg.scores):
         assert 0 <= a.value <= 1 and a.ci_low <= a.value <= a.ci_high and a.n == 32
-        assert a.pct_base == (None if b.value == 0 else pytest.approx(100 * a.value / b.value))
+        expected = by_hand["asg"][a.task] / by_hand["none"][a.task]
+        assert a.pct_base == (None if b.value == 0 else pytest.approx(100 * expected))
     assert asg.details["banking77"]["samples_per_label"] == 1 and asg.details["n_experiments"] == 2
     for record in (base, asg):
         assert_items_reproduce_scores(record.scores, record.items)
@@ -116,4 +131,9 @@ def test_paper003_average_is_the_mean_of_its_six_tasks(paper003_smoke):
     acc = {s.task: s.value for s in paper003_smoke.scores if s.metric == "acc"}
     avg = next(s for s in paper003_smoke.scores if s.task == AVERAGE_TASK)
     assert avg.value == pytest.approx(np.mean([acc[t] for t in PAPER_AVERAGE])) and avg.n == 18 and avg.shots == 1
+    assert avg.language == "avg" and avg.ci_low <= avg.value <= avg.ci_high
+    groups = [i for i in paper003_smoke.items if i.task == AVERAGE_TASK]  # each task's items again: the average is paired too
+    assert sorted(i.language for i in groups) == sorted(PAPER_AVERAGE) and all(not i.clusters for i in groups)
+    (c,) = [c for c in paper003_smoke.comparisons if c.task == AVERAGE_TASK]
+    assert c.n_paired == 18 and c.unpaired is None
     assert "arc_easy" not in PAPER_AVERAGE and paper003_smoke.spec.recipe["num_fewshot"] == 1

@@ -48,9 +48,14 @@ def test_smoke_runs_report_the_dictionary_and_the_student(db, data_dir):
     facts = ms.fit.details
     assert facts["clustering"] == "mcl" and 0 < facts["tokens_with_senses"] <= facts["fit_tokens"]
     assert max(int(n) for n in facts["senses_per_token_histogram"]) <= 3
-    assert 0.0 <= facts["share_below_k"] <= 1.0
+    hist = {int(n): c for n, c in facts["senses_per_token_histogram"].items()}  # senses -> tokens (JSON keys are strings)
+    assert sum(hist.values()) == facts["tokens_with_senses"]
+    assert facts["share_below_k"] == pytest.approx(sum(c for n, c in hist.items() if n < 3) / facts["tokens_with_senses"])
     assert ms.compression.storage_bytes_after == ms.compression.storage_bytes_before + facts["dictionary_bytes"]
-    assert len(ms.scores) == 2 and all(s.pct_base is not None for s in ms.scores)
+    base = {(s.task, s.metric): s.value for s in store.load(ms.baseline_run_id).scores}
+    assert len(ms.scores) == 2
+    for s in ms.scores:  # %Base by hand from the baseline run's stored score
+        assert s.pct_base == pytest.approx(100 * s.value / base[(s.task, s.metric)]), s
 
     result = _run(db, "skd", "k=3", "layers=2")
     assert result.exit_code == 0, result.output
