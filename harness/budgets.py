@@ -2,6 +2,13 @@
 
 A budget is a frozen dataclass of sizes and hyperparameters (examples, epochs, lr, fit texts,
 steps ...). Its fields go into the run's identity, so a changed budget is a new configuration.
+
+The rule for choosing one: a budget (above all a ``quick`` one, which trades the paper's recipe for
+a 2-core CPU) is chosen from the baseline's learning curve alone (the unchanged model's score
+against examples, epochs, learning rate), never from a method's score. A change made after a
+method's score was seen is kept only with a disclosure: ``Budgets.disclosed`` names the profile and
+says what changed and what had been seen, and the sentence goes into every run's recipe
+(``recipe["disclosed"]``), so a reader of the stored run knows the budget is not blind to the method.
 """
 
 from __future__ import annotations
@@ -35,17 +42,26 @@ def is_large(model_config: Any) -> bool:
 
 @dataclass(frozen=True)
 class Budgets(Generic[B]):
-    """profile -> budget; ``large`` overrides some profiles for models above LARGE_MODEL_WEIGHTS."""
+    """profile -> budget; ``large`` overrides some profiles for models above LARGE_MODEL_WEIGHTS;
+    ``disclosed`` (profile, or ``profile@large``, -> sentence) records a change made after a method's
+    score was seen (see the module docstring), carried into the recipe by :meth:`recipe`."""
 
     smoke: B
     quick: B
     paper: B
     large: Mapping[str, B] = field(default_factory=dict)
+    disclosed: Mapping[str, str] = field(default_factory=dict)
 
     def select(self, profile: str, large: bool = False) -> B:
         if large and profile in self.large:
             return self.large[profile]
         return getattr(self, profile)
+
+    def recipe(self, profile: str, large: bool = False) -> dict[str, Any]:
+        """The selected budget as the run's recipe, with its disclosure where there is one."""
+        key = f"{profile}@large" if large and profile in self.large else profile
+        note = self.disclosed.get(key)
+        return {**dataclasses.asdict(self.select(profile, large)), **({"disclosed": note} if note else {})}
 
     def rows(self) -> dict[str, dict[str, Any]]:
         """Every entry as a plain dict (``quick``, ``quick@large`` ...), for listings."""

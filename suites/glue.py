@@ -267,6 +267,8 @@ BUDGETS = Budgets(
     # paper 001 Appendix A.1 (Table 6): lr 2e-5 (of 1-3e-5), batch 32, 128 tokens, warm-up 6%, 10 epochs
     # (the paper's upper bound; it reports the best of a grid, the harness runs this one point)
     paper=GlueBudget(train_examples=None, eval_examples=None, epochs=10, learning_rate=2e-5, batch_size=32, warmup=0.06),
+    disclosed={"quick": "QNLI and STS-B train on all their pairs (was 1,000 each), changed after paper 004's k=15 sense "
+                        "drop-in was seen at chance on QNLI (0.490) and at 90.3% of the baseline on STS-B"},
 )
 
 

@@ -126,7 +126,7 @@ def plan(request: RunRequest) -> Plan:
     spec = RunSpec(
         model=ref.name, model_revision=ref.revision, adapter=adapter.name, adapter_config=as_dict(adapter.config),
         suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
-        recipe=dataclasses.asdict(suite_budget),
+        recipe=suite.budgets.recipe(request.profile, large),
         adapter_budget=dataclasses.asdict(adapter_budget) if adapter_budget is not None else {},
         data=revisions(data_dir, suite.sources(suite_config, suite_budget)),
         fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
