@@ -1,0 +1,45 @@
+"""The committed results.duckdb keeps the trust rules: every current (non-stale) method run's headline
+scores are paired with the baseline's (n_paired > 0, a paired %Base interval) and carry the chance
+level their metric has. Runs made by other code (stale: no or another code fingerprint) are exempt:
+they stay in the store for history, hidden by default. Read with plain SQL, read-only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from harness.results.fingerprint import is_stale
+
+DB = Path(__file__).resolve().parents[1] / "results.duckdb"
+NO_CHANCE = {"bits_per_byte", "kl_from_base", "bytes_per_token", "whole_word_share", "vocab_size",
+             "exact_rate", "base_rate", "diff_inflection_rate", "other_rate"}  # ratios and rates without a trivial level
+
+HEADLINES = """
+SELECT r.run_id, r.adapter, r.suite, r.code, s.task, s.language, s.metric, s.chance, s.higher_is_better,
+       k.n_paired, k.pct_base_ci_low, k.pct_base_ci_high, k.unpaired
+FROM scores s JOIN runs r USING (run_id)
+LEFT JOIN comparisons k ON k.run_id = s.run_id AND k.task = s.task AND k.language = s.language AND k.split = s.split AND k.metric = s.metric
+WHERE r.status = 'finished' AND r.adapter <> 'none' AND s.pct_base IS NOT NULL  -- scores the baseline has too
+QUALIFY s.language = 'avg' OR count(*) OVER (PARTITION BY s.run_id, s.task, s.metric) = 1
+"""
+
+
+def _current_headlines() -> list[dict]:
+    with duckdb.connect(str(DB), read_only=True) as con:
+        columns = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
+        if "code" not in columns:  # a store from before code fingerprints: every run in it is stale
+            return []
+        frame = con.execute(HEADLINES).df()
+    return [r for r in frame.to_dict("records") if not is_stale(r["adapter"], r["suite"], r["code"])]
+
+
+@pytest.mark.skipif(not DB.exists(), reason="no committed results.duckdb in this checkout")
+def test_current_method_headlines_are_paired_and_carry_chance():
+    for r in _current_headlines():
+        where = f"{r['run_id']} {r['task']}/{r['language']}/{r['metric']}"
+        assert r["n_paired"] and r["n_paired"] > 0, f"{where}: unpaired ({r['unpaired']})"
+        assert r["pct_base_ci_low"] is not None and r["pct_base_ci_low"] <= r["pct_base_ci_high"], where
+        if r["metric"] not in NO_CHANCE and r["higher_is_better"]:
+            assert r["chance"] is not None and r["chance"] == r["chance"], f"{where}: no chance level"
