@@ -78,6 +78,8 @@ def test_fingerprint_covers_the_suite_its_helpers_and_the_protocol():
     assert not [n for n in names if n.startswith(("harness.results", "harness.cli", "harness.runner.run"))]
     assert fingerprint.code_fingerprint("asg", "xnli") != fingerprint.code_fingerprint("none", "xnli")
     assert fingerprint.code_fingerprint("none", "no_such_suite") == ""
+    assert "harness.methods.kmeans" in fingerprint.modules(("harness.adapters.asg",))
+    assert fingerprint.adapter_fingerprint("asg") not in ("", fingerprint.adapter_fingerprint("sg"))
     assert fingerprint.is_stale("none", "xnli", "") and not fingerprint.is_stale("none", "xnli", fingerprint.code_fingerprint("none", "xnli"))
 
 

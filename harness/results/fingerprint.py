@@ -56,6 +56,14 @@ def code_fingerprint(adapter: str, suite: str) -> str:
     return _digest(tuple(sorted(set(PROTOCOL) | set(roots))), roots[0].partition(".")[0])
 
 
+def adapter_fingerprint(adapter: str) -> str:
+    """The fingerprint of the adapter's own code: its module and what it imports (``harness.methods``,
+    the model sources ...), without any suite or the shared protocol; ``""`` when not installed. For
+    keys of what an adapter alone produces (a fitted adapter in the fit cache)."""
+    root = _entry_module("adapter", adapter)
+    return "" if root is None else _digest((root,), root.partition(".")[0])
+
+
 def is_stale(adapter: str, suite: str, code: str | None) -> bool:
     """True when a stored run's fingerprint is not the current code's (runs stored before
     fingerprints existed have none, so they are stale)."""
