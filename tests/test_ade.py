@@ -171,13 +171,23 @@ def test_cli_bad_input_exits_2_with_one_line(args, fragment, tmp_path, monkeypat
     assert "Traceback" not in result.output
 
 
-def test_ag_news_smoke_run_stores_anchors_indices_and_weights(tmp_path):
+def test_ag_news_smoke_run_stores_anchors_indices_and_weights(tmp_path, monkeypatch):
     """The runner's path: teacher from the fit context, the SAT model trained by the suite, storage
-    = anchors (K x D fp32) + index (V x n_max, uint16 for K=500) + weight (V x n_max fp32) + count (V uint8)."""
+    = anchors (K x D fp32) + index (V x n_max, uint16 for K=500) + weight (V x n_max fp32) + count (V uint8).
+    Issue 29: with the fit cache on (a folder of this test's own), a rerun loads the fit and scores the
+    same, and `harness export` of the run loads back (harness.load_compressed) to the cached model."""
+    import dataclasses
+
+    from typer.testing import CliRunner
+
+    from harness import load_compressed
+    from harness.cli import app
     from harness.results.store import Store
     from harness.runner.run import RunRequest, execute
 
-    base, ade = execute(RunRequest("ag_news", "ade", model="minilm", profile="smoke"), Store(tmp_path / "r.duckdb"))
+    monkeypatch.setenv("HARNESS_FIT_CACHE", str(tmp_path / "fits"))
+    store, request = Store(tmp_path / "r.duckdb"), RunRequest("ag_news", "ade", model="minilm", profile="smoke")
+    base, ade = execute(request, store)
     rec = ade.record
     assert rec.status == "finished", rec.error
     vocab, dim, n_max = 30522, 384, AdeConfig().n_max
@@ -190,3 +200,17 @@ def test_ag_news_smoke_run_stores_anchors_indices_and_weights(tmp_path):
     assert {s.metric for s in rec.scores} >= {"accuracy", "f1", "precision", "recall"}
     assert all(s.chance == 0.25 for s in rec.scores) and rec.items and len(rec.items[0].ids) == 32
     assert rec.efficiency and any(e.phase.startswith("base:") for e in rec.efficiency)
+    again = execute(dataclasses.replace(request, force=True), store)[-1].record
+    cache = rec.fit.details["fit_cache"], again.fit.details["fit_cache"]
+    assert not cache[0]["reused"] and cache[1]["reused"] and cache[1]["key"] == cache[0]["key"]
+    assert [(s.metric, s.value) for s in again.scores] == [(s.metric, s.value) for s in rec.scores]
+    assert store.items(again.run_id) == store.items(rec.run_id)
+    out = tmp_path / "export"
+    result = CliRunner().invoke(app, ["export", rec.run_id, "--out", str(out), "--db", str(tmp_path / "r.duckdb")])
+    assert result.exit_code == 0, result.output
+    exported, _ = load_compressed(out)
+    cached, _ = load_compressed(tmp_path / "fits" / cache[0]["key"])
+    assert isinstance(exported, AdeForSequenceClassification) and exported.training_recipe == cached.training_recipe
+    ids = torch.randint(0, vocab, (3, 11))
+    with torch.no_grad():
+        assert torch.equal(exported(ids).logits, cached(ids).logits)
