@@ -5,7 +5,12 @@ the DOM, cold (a fresh server) and warm (its cache filled), and the landing page
 (``python -m harness.benchmarks.leaderboard_store /tmp/gen10k.duckdb`` writes a 10,000-run store).
 Chromium is driven over the DevTools protocol (the ``websockets`` client, which Streamlit's server brings):
 each load navigates, then polls every 50 ms for ``.js-plotly-plot .main-svg``. A cold load is the
-first after a server start, one server per cold load; warm loads follow on the last server.
+first after a server start (navigating as soon as its health check answers), one server per cold load;
+warm loads follow on the last server. Pages open with every run shown (:data:`SHOWN`: stale runs too,
+the heaviest view, and on a store whose runs all predate code fingerprints the only one with a chart).
+Each row gives the machine's 1-minute load average before and after it: on a shared machine the
+seconds move with it, so each load also records the server's CPU seconds from navigation to the chart
+(``/proc/PID/stat``: the Python side's work, which contention stretches but does not change).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import shutil
 import socket
 import statistics
@@ -26,6 +32,7 @@ from pathlib import Path
 
 from websockets.asyncio.client import connect
 
+SHOWN = "/?stale=true"  # the page's query: stale runs included
 CHART = "!!document.querySelector('.js-plotly-plot .main-svg')"
 DOM_BYTES = "new Blob([document.documentElement.outerHTML]).size"
 
@@ -90,6 +97,15 @@ class Browser:
             await asyncio.sleep(0.05)
         raise TimeoutError(f"no chart at {url} within {timeout_s} s")
 
+    async def _evaluate(self, expression: str):
+        async with connect(self.ws_url, max_size=64 << 20) as ws:
+            reply = await self._call(ws, "Runtime.evaluate", expression=expression, returnByValue=True)
+        return reply.get("result", {}).get("value")
+
+    def evaluate(self, expression: str):
+        """The value of a JavaScript expression on the page now (JSON values; None for undefined)."""
+        return asyncio.run(self._evaluate(expression))
+
     def load(self, url: str, timeout_s: float = 60, screenshot: Path | None = None) -> tuple[float, int]:
         """Seconds from navigation to the chart in the DOM, and the DOM's bytes then; ``screenshot``:
         a PNG of the page once the chart is drawn."""
@@ -101,6 +117,19 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_load(browser: Browser, proc: subprocess.Popen, url: str) -> tuple[float, int, float]:
+    """Seconds to the chart, the DOM's bytes, and the server's CPU seconds over the same span."""
+    before = cpu_seconds(proc.pid)
+    seconds, size = browser.load(url)
+    return seconds, size, cpu_seconds(proc.pid) - before
+
+
 def serve(db: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     harness = Path(sys.executable).with_name("harness")
@@ -108,33 +137,33 @@ def serve(db: Path) -> tuple[subprocess.Popen, str]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     wait_for(f"{url}/_stcore/health")
-    return proc, url
+    return proc, url + SHOWN
+
+
+def _median(loads: list[tuple], i: int) -> float:
+    return statistics.median(r[i] for r in loads)
 
 
 def measure(db: Path, browser: Browser, loads: int) -> dict:
     """Median seconds to the chart over ``loads`` cold loads (a fresh server each) and ``loads`` warm
     loads (the last server, its cache filled), and the DOM's bytes at the chart."""
-    cold, warm, dom = [], [], []
+    cold, warm, load_before = [], [], os.getloadavg()[0]
     for _ in range(loads):
         proc, url = serve(db)
         try:
-            seconds, size = browser.load(url)
-            cold.append(seconds)
-            dom.append(size)
+            cold.append(timed_load(browser, proc, url))
         finally:
             if len(cold) < loads:
                 proc.terminate()
                 proc.wait(timeout=30)
     try:
-        for _ in range(loads):
-            seconds, size = browser.load(url)
-            warm.append(seconds)
-            dom.append(size)
+        warm += [timed_load(browser, proc, url) for _ in range(loads)]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    return {"db": str(db), "cold_s": statistics.median(cold), "warm_s": statistics.median(warm), "dom_kb": max(dom) / 1024,
-            "cold_all": cold, "warm_all": warm}
+    return {"db": str(db), "cold_s": _median(cold, 0), "warm_s": _median(warm, 0), "dom_kb": max(r[1] for r in cold + warm) / 1024,
+            "cold_cpu_s": _median(cold, 2), "warm_cpu_s": _median(warm, 2), "cold_all": [r[0] for r in cold],
+            "warm_all": [r[0] for r in warm], "load": [load_before, os.getloadavg()[0]]}
 
 
 def main() -> None:
@@ -155,9 +184,10 @@ def main() -> None:
         rows = [measure(db, browser, args.loads) for db in args.db]
     finally:
         browser.close()
-    print("| database | cold s (median) | warm s (median) | DOM KB (max) |\n|---|---|---|---|")
+    print("| database | cold s | warm s | server CPU s cold / warm | DOM KB (max) | load average (before, after) |\n|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['db']} | {r['cold_s']:.2f} | {r['warm_s']:.2f} | {r['dom_kb']:.0f} |")
+        print(f"| {r['db']} | {r['cold_s']:.2f} | {r['warm_s']:.2f} | {r['cold_cpu_s']:.2f} / {r['warm_cpu_s']:.2f} | {r['dom_kb']:.0f} "
+              f"| {r['load'][0]:.1f}, {r['load'][1]:.1f} |")
     print(json.dumps(rows))
 
 

@@ -34,7 +34,7 @@ def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landin
     """The chart on screen and its views as tabs; only the open tab reads and draws (its tab is in the URL)."""
     view = queries.View(chart.suite, chart.model, chart.profile)
     same = (summary.suite == chart.suite) & (summary.model == chart.model) & (summary.profile == chart.profile)
-    rows = summary[same & summary.task.eq(chart.task) & summary.metric.eq(chart.metric)]
+    rows = summary[same & summary.task.eq(chart.task) & summary.metric.eq(chart.metric) & summary.setting.fillna("").eq(chart.setting or "")]
     points = frames.over_seeds(rows).assign(setting=lambda d: d.setting.fillna(""))
     papers = frames.matching_papers(read("papers", path, (chart.suite,)), chart.suite, chart.task, chart.metric, chart.shots, chart.setting or "")
     colours = plots.adapter_colours([*summary.adapter, *papers.method])

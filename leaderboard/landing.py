@@ -24,6 +24,11 @@ class Cell:
     run_id: str
 
 
+def fraction_label(fraction: float) -> str:
+    """A stop of the compression slider, as shown and as kept in the URL (``?fraction=0.005&fraction=0.1``)."""
+    return f"{fraction:.3g}"
+
+
 def _fraction_range(summary: pd.DataFrame) -> tuple[float, float] | None:
     known = summary.emb_param_fraction.dropna()
     if known.empty:
@@ -33,7 +38,7 @@ def _fraction_range(summary: pd.DataFrame) -> tuple[float, float] | None:
         return None
     low, high = st.sidebar.select_slider(
         "embedding parameters kept (fraction)", ticks, value=(ticks[0], ticks[-1]), key="fraction", bind="query-params",
-        format_func=lambda v: f"{v:.3g}",
+        format_func=fraction_label,
     )
     return low, high
 
@@ -120,7 +125,9 @@ def views(summary: pd.DataFrame, suites: list[str]) -> pd.DataFrame:
     charts = charts.assign(order=charts.suite.map(order).fillna(len(order))).sort_values(["order", "suite", "model"])
     ambiguous = charts.duplicated(["suite", "model", "profile"], keep=False)
     label = charts.suite + " · " + charts.model + " · " + charts.profile
-    return charts.assign(label=label.where(~ambiguous, label + " · " + charts.task + " " + charts.metric)).drop(columns="order")
+    label = label.where(~ambiguous, label + " · " + charts.task + " " + charts.metric)
+    label = label.where(~label.duplicated(keep=False), label + " · " + charts.setting.fillna("no setting"))  # bpb with and without post-hoc
+    return charts.assign(label=label).drop(columns="order")
 
 
 def chart_picker(charts: pd.DataFrame, cell: Cell | None, summary: pd.DataFrame) -> pd.Series:

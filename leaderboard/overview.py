@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from harness.leaderboard.frames import config_label, over_seeds
 
@@ -53,20 +54,24 @@ def _cells(summary: pd.DataFrame, aggregate: bool) -> pd.DataFrame:
     return cells
 
 
-def cell_text(cell: pd.Series, unpaired: list[str]) -> str:
-    """``98.3 [95.1, 101.2] °`` (mean ± sd over seeds when there are several); ``-`` where %Base is not
-    defined; an unpaired cell's † carries the number of its reason in ``unpaired`` (``98.3 †2``)."""
-    if pd.isna(cell.pct_base):
-        return "-"
-    text = f"{cell.pct_base:.1f}"
-    if cell.seeds > 1:
-        text += f" ±{cell.pct_base_sd:.1f}"
-    if not pd.isna(cell.pct_base_ci_low):
-        text += f" [{cell.pct_base_ci_low:.1f}, {cell.pct_base_ci_high:.1f}]"
-    marks = "".join(symbol for name, symbol in SYMBOLS.items() if bool(cell.get(name, False)))
-    if cell.get("unpaired", False):
-        marks = marks.replace(SYMBOLS["unpaired"], f"{SYMBOLS['unpaired']}{unpaired.index(cell.unpaired_reason) + 1}")
-    return f"{text} {marks}".rstrip()
+def _one_decimal(values: pd.Series) -> pd.Series:
+    return values.map("{:.1f}".format)
+
+
+def cell_texts(cells: pd.DataFrame, unpaired: list[str]) -> pd.Series:
+    """Each cell's text, ``98.3 [95.1, 101.2] °`` (mean ± sd over seeds when there are several); ``-``
+    where %Base is not defined; an unpaired cell's † carries the number of its reason in ``unpaired``
+    (``98.3 †2``). Column-wise: a call per cell took 0.27 s of the 10,000-run store's page."""
+    text = _one_decimal(cells.pct_base)
+    text = text.mask(cells.seeds > 1, text + " ±" + _one_decimal(cells.pct_base_sd))
+    interval = " [" + _one_decimal(cells.pct_base_ci_low) + ", " + _one_decimal(cells.pct_base_ci_high) + "]"
+    text = text.mask(cells.pct_base_ci_low.notna(), text + interval)
+    number = {reason: str(i) for i, reason in enumerate(unpaired, start=1)}
+    numbers = cells.unpaired_reason.map(lambda reason: number.get(reason, ""))
+    marks = pd.Series("", index=cells.index)
+    for name, symbol in SYMBOLS.items():
+        marks = marks.mask(cells[name].astype(bool), marks + symbol + (numbers if name == "unpaired" else ""))
+    return (text + " " + marks).str.rstrip().where(cells.pct_base.notna(), "-")
 
 
 def build(summary: pd.DataFrame, aggregate: bool = True) -> Overview:
@@ -78,14 +83,14 @@ def build(summary: pd.DataFrame, aggregate: bool = True) -> Overview:
     row_keys = ["method", *ROW] + ([] if aggregate else ["seed"])
     suites = list(cells.suite.value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable").index)
     unpaired = sorted(cells.unpaired_reason[cells.unpaired].unique())
-    cells = cells.assign(text=cells.apply(cell_text, axis=1, unpaired=unpaired))
+    cells = cells.assign(text=cell_texts(cells, unpaired))
     pct, text, runs = (cells.pivot(index=row_keys, columns="suite", values=v)[suites] for v in ("pct_base", "text", "run_id"))
     newest = cells.sort_values("finished_at").groupby(row_keys).tail(1).set_index(row_keys)
     rows = pd.DataFrame({
         "emb. fraction": newest.emb_param_fraction, "storage MB": newest.storage_bytes / 1e6,
         "suites": pct.notna().sum(axis=1), "mean": pct.mean(axis=1),
     }).loc[pct.index]
-    covered = pct.notna().apply(lambda r: tuple(r.index[r]), axis=1)
+    covered = pd.Series(pct.notna().to_numpy() @ (1 << np.arange(len(suites))), index=pct.index)  # the suites a row covers, as bits
     rows["avg %Base"] = rows["mean"].where(covered.map(covered.value_counts()) > 1)
     order = rows.sort_values(["mean", "suites"], ascending=False).index
     labels = order.to_frame(index=False).assign(config=lambda d: d.config.map(config_label)).rename(columns={"config": "settings"})

@@ -6,20 +6,27 @@ import base64
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from harness.benchmarks import leaderboard_store
 from harness.leaderboard import significance
-from harness.leaderboard.frames import matching_papers, pareto_frontier
-from harness.leaderboard.plots import FRONTIER_NAME, PAPERS_NAME, log_ticks
+from harness.leaderboard.frames import config_label, matching_papers, pareto_frontier
+from harness.leaderboard.landing import fraction_label
+from harness.leaderboard.overview import SYMBOLS
+from harness.leaderboard.pages import NO_MATCH
+from harness.leaderboard.plots import FRONTIER_NAME, GROUP_GLYPHS, GROUP_SYMBOLS, PAPERS_NAME, log_ticks
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.results import summary
 from harness.results.records import ItemOutputs
 from harness.results.reference import read_paper_results
 from harness.results.store import Store
@@ -277,3 +284,115 @@ def test_significance_groups_identical_outputs_together_and_clearly_different_ap
 def test_holm_adjusts_step_down_and_keeps_order():
     assert significance.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert significance.holm([0.5]) == pytest.approx([0.5])
+
+
+def _copy(db, tmp_path, *updates: str):
+    """A copy of ``db`` with SQL ``updates`` applied (what a store holds after other code, or an older
+    comparison, wrote it)."""
+    copy = tmp_path / "results.duckdb"
+    shutil.copy(db, copy)
+    with duckdb.connect(str(copy)) as con:
+        for sql in updates:
+            con.execute(sql)
+    return copy
+
+
+def test_stale_runs_are_hidden_unless_asked_and_marked_when_shown(leaderboard_db, tmp_path, monkeypatch):
+    """A run whose code fingerprint is not the installed code's is stale, as `harness results` says:
+    hidden by default (the page says how many and how to show them), marked § with ?stale=true."""
+    db = _copy(leaderboard_db, tmp_path, "UPDATE runs SET code = '0000000000000000' WHERE adapter = 'asg'")
+    stale = set(summary.read(Store(db)).query("stale").run_id)
+    assert stale == set(Store(db).stale_run_ids()) and len(stale) == 1
+    hidden = _render(db, monkeypatch)
+    assert hidden.info[0].value.startswith(NO_MATCH) and "1 stale runs" in hidden.info[0].value
+    shown = _render(db, monkeypatch, stale="true").dataframe[0].value
+    assert list(shown.method) == ["asg"] and shown.xnli[0].endswith(SYMBOLS["stale"])
+    current = _render(leaderboard_db, monkeypatch).dataframe[0].value
+    assert SYMBOLS["stale"] not in current.xnli[0]
+
+
+def test_a_cell_without_a_paired_interval_says_why(leaderboard_db, tmp_path, monkeypatch):
+    """A comparison stored without pairs carries its reason (`unpaired`): the cell shows %Base and a
+    numbered † instead of an interval, the legend gives the reason, the Table tab prints it in full."""
+    reason = "this run stored no per-item outputs for this score"
+    db = _copy(leaderboard_db, tmp_path, "UPDATE comparisons SET pct_base_ci_low = NULL, pct_base_ci_high = NULL, "
+               f"n_paired = 0, unpaired = '{reason}' WHERE run_id IN (SELECT run_id FROM runs WHERE adapter = 'asg')")
+    at = _render(db, monkeypatch)
+    cell = at.dataframe[0].value.xnli[0]
+    assert "[" not in cell and cell.endswith(f"{SYMBOLS['unpaired']}1")
+    assert any(f"{SYMBOLS['unpaired']}1 {reason}" in c.value for c in at.caption)
+    table = next(df.value for df in _render(db, monkeypatch, tab="Table").dataframe if "%Base" in df.value.columns)
+    assert table.set_index("adapter")["no paired interval because"]["asg"] == reason
+    assert pd.isna(table.set_index("adapter")["no paired interval because"]["none"])
+
+
+@pytest.fixture(scope="module")
+def sweep_db(tmp_path_factory):
+    """The benchmark's generated store at 300 runs (10 methods, 5 suites, 2 models, 3 seeds, their
+    baselines), seed 2's runs relabelled profile ``smoke`` (another configuration: its own variant)
+    and two suites' scores setting ``fine-tuned``, so every sidebar filter has values to choose between."""
+    db = tmp_path_factory.mktemp("sweep") / "results.duckdb"
+    leaderboard_store.generate(db, runs=300)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE runs SET profile = 'smoke', variant = variant || '-smoke' WHERE seed = 2")
+        con.execute("UPDATE scores SET setting = 'fine-tuned' WHERE task IN ('ag_news', 'word_sim')")
+    return db
+
+
+def _overview(db, monkeypatch, **query) -> pd.DataFrame:
+    return _render(db, monkeypatch, **query).dataframe[0].value
+
+
+SUITES = ["ag_news", "qa", "wikiann", "word_sim", "xnli"]
+
+
+@pytest.mark.parametrize(("query", "kept"), [
+    ({"model": "minilm"}, lambda o: set(o.model) == {"minilm"}),
+    ({"suite": ["qa", "xnli"]}, lambda o: {c for c in o.columns if c in SUITES} == {"qa", "xnli"}),
+    ({"setting": "fine-tuned"}, lambda o: {c for c in o.columns if c in SUITES} == {"ag_news", "word_sim"}),
+    ({"profile": "smoke"}, lambda o: set(o.profile) == {"smoke"} and not o.xnli.str.contains("±").any()),
+    ({"method": "sg"}, lambda o: set(o.method.str.split().str[0]) == {"sg"}),
+])
+def test_each_sidebar_filter_keeps_what_its_url_names(sweep_db, monkeypatch, query, kept):
+    everything = _overview(sweep_db, monkeypatch)
+    assert set(everything.model) == {"minilm", "me5-small"} and set(everything.profile) == {"quick", "smoke"}
+    assert {c for c in everything.columns if c in SUITES} == set(SUITES) and set(everything.method.str.split().str[0]) == {"asg", "sg"}
+    assert kept(_overview(sweep_db, monkeypatch, **query))
+
+
+def test_seed_toggle_shows_one_row_per_seed_with_its_runs_own_percent(sweep_db, monkeypatch):
+    """Seeds are averaged by default (± their sd); ?seeds=false gives a row per seed holding that
+    seed's own stored %Base."""
+    averaged = _overview(sweep_db, monkeypatch, profile="quick")
+    assert "seed" not in averaged and averaged.xnli.str.contains("±").all()
+    by_seed = _overview(sweep_db, monkeypatch, profile="quick", seeds="false")
+    assert len(by_seed) == 2 * len(averaged) and sorted(set(by_seed.seed)) == [0, 1]
+    assert not by_seed.xnli.str.contains("±").any()
+    row = by_seed.iloc[0]
+    stored = summary.read(Store(sweep_db)).query("suite == 'xnli' and model == @row.model and seed == @row.seed")
+    stored = stored[stored.adapter.eq(row.method.split()[0]) & stored.config.map(config_label).eq(row.settings)]
+    assert row.xnli.startswith(f"{stored.pct_base.item():.1f} [")
+
+
+def test_compression_range_in_the_url_keeps_runs_inside_it(sweep_db, monkeypatch):
+    """?fraction=LOW&fraction=HIGH (two of the slider's stops, as it labels them) shows only the rows inside."""
+    fractions = summary.read(Store(sweep_db)).emb_param_fraction
+    low, high = log_ticks(fractions.min(), fractions.max())[1:4:2]  # slider stops (1-2-5 ticks)
+    narrowed = _overview(sweep_db, monkeypatch, fraction=[fraction_label(low), fraction_label(high)])
+    assert len(narrowed) and narrowed["emb. fraction"].between(low, high).all()
+    assert len(narrowed) < len(_overview(sweep_db, monkeypatch))
+
+
+def test_table_tab_shows_the_charts_significance_groups(sweep_db, monkeypatch):
+    """Issue 34: groups in the table and the chart: each configuration's group in the Table tab is the
+    marker shape its point has in the Pareto chart, and the generated sweep has more than one group."""
+    table = next(df.value for df in _render(sweep_db, monkeypatch, tab="Table").dataframe if "%Base" in df.value.columns)
+    charted = {}
+    for trace in _charts(_render(sweep_db, monkeypatch))[0]["data"]:
+        if trace.get("customdata") and isinstance(trace["marker"].get("symbol"), list):
+            charted |= {c[5]: s for c, s in zip(trace["customdata"], trace["marker"]["symbol"])}
+    glyphs = {GROUP_SYMBOLS[g]: GROUP_GLYPHS[g] for g in GROUP_SYMBOLS}
+    shown = table[table.run_id.isin(charted)]
+    assert len(shown) == len(charted) > 2
+    assert [s.split()[0] for s in shown.significance] == [glyphs[charted[r]] for r in shown.run_id]
+    assert len(set(shown.significance)) > 1

@@ -24,10 +24,11 @@ def _check_port_free(port: int) -> None:
 
 
 def streamlit_command(port: int) -> list[str]:
-    """``streamlit run`` on the app: loopback only, headless, no usage statistics."""
+    """``streamlit run`` on the app (:mod:`harness.leaderboard.serve`: its cold start overlapped with the
+    browser's), loopback only, headless, no usage statistics."""
     app = str(files("harness.leaderboard") / "app.py")
     return [
-        sys.executable, "-m", "streamlit", "run", app, "--server.headless", "true",
+        sys.executable, "-m", "harness.leaderboard.serve", app, "--server.headless", "true",
         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
     ]
 
