@@ -9,8 +9,9 @@ first after a server start (navigating as soon as its health check answers), one
 warm loads follow on the last server. Pages open with every run shown (:data:`SHOWN`: stale runs too,
 the heaviest view, and on a store whose runs all predate code fingerprints the only one with a chart).
 Each row gives the machine's 1-minute load average before and after it: on a shared machine the
-seconds move with it, so each load also records the server's CPU seconds from navigation to the chart
-(``/proc/PID/stat``: the Python side's work, which contention stretches but does not change).
+seconds move with it, so each load also records the CPU seconds the server and Chromium (each with its
+child processes) used from navigation to the chart (``/proc/PID/stat``): the work itself, which
+contention stretches but does not change.
 """
 
 from __future__ import annotations
@@ -118,16 +119,24 @@ class Browser:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds a process and its live descendants have used so far (Linux)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        proc = Path(f"/proc/{todo.pop()}")
+        try:
+            fields = (proc / "stat").read_text().rpartition(")")[2].split()
+            todo += [int(c) for task in (proc / "task").iterdir() for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # exited meanwhile
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
-def timed_load(browser: Browser, proc: subprocess.Popen, url: str) -> tuple[float, int, float]:
-    """Seconds to the chart, the DOM's bytes, and the server's CPU seconds over the same span."""
-    before = cpu_seconds(proc.pid)
+def timed_load(browser: Browser, proc: subprocess.Popen, url: str) -> tuple[float, int, float, float]:
+    """Seconds to the chart, the DOM's bytes, and the CPU seconds the server and Chromium used meanwhile."""
+    server, chromium = cpu_seconds(proc.pid), cpu_seconds(browser.proc.pid)
     seconds, size = browser.load(url)
-    return seconds, size, cpu_seconds(proc.pid) - before
+    return seconds, size, cpu_seconds(proc.pid) - server, cpu_seconds(browser.proc.pid) - chromium
 
 
 def serve(db: Path) -> tuple[subprocess.Popen, str]:
@@ -162,7 +171,8 @@ def measure(db: Path, browser: Browser, loads: int) -> dict:
         proc.terminate()
         proc.wait(timeout=30)
     return {"db": str(db), "cold_s": _median(cold, 0), "warm_s": _median(warm, 0), "dom_kb": max(r[1] for r in cold + warm) / 1024,
-            "cold_cpu_s": _median(cold, 2), "warm_cpu_s": _median(warm, 2), "cold_all": [r[0] for r in cold],
+            "cold_cpu_s": _median(cold, 2), "warm_cpu_s": _median(warm, 2), "cold_browser_cpu_s": _median(cold, 3),
+            "warm_browser_cpu_s": _median(warm, 3), "cold_all": [r[0] for r in cold],
             "warm_all": [r[0] for r in warm], "load": [load_before, os.getloadavg()[0]]}
 
 
@@ -184,10 +194,11 @@ def main() -> None:
         rows = [measure(db, browser, args.loads) for db in args.db]
     finally:
         browser.close()
-    print("| database | cold s | warm s | server CPU s cold / warm | DOM KB (max) | load average (before, after) |\n|---|---|---|---|---|---|")
+    print("| database | cold s | warm s | server CPU s cold / warm | Chromium CPU s cold / warm | DOM KB (max) | load average (before, after) |\n"
+          "|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['db']} | {r['cold_s']:.2f} | {r['warm_s']:.2f} | {r['cold_cpu_s']:.2f} / {r['warm_cpu_s']:.2f} | {r['dom_kb']:.0f} "
-              f"| {r['load'][0]:.1f}, {r['load'][1]:.1f} |")
+        print(f"| {r['db']} | {r['cold_s']:.2f} | {r['warm_s']:.2f} | {r['cold_cpu_s']:.2f} / {r['warm_cpu_s']:.2f} "
+              f"| {r['cold_browser_cpu_s']:.2f} / {r['warm_browser_cpu_s']:.2f} | {r['dom_kb']:.0f} | {r['load'][0]:.1f}, {r['load'][1]:.1f} |")
     print(json.dumps(rows))
 
 
