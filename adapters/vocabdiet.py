@@ -2,8 +2,10 @@
 
 Post-hoc setting (Sections 3-5) on a decoder:
 
-* Section 3: the decomposition map w -> (b_w, T(w)) from UniMorph, capitalization and the leading
-  space (``harness.methods.vocab.decomposition``, whose docstring lists the map's choices).
+* Section 4: the decomposition map w -> (b_w, T(w)): English noun, adjective and verb inflections
+  (UniMorph's verbs where given, lemminflect's tables for the rest) and capitalization; the
+  unspaced variant only with ``unspaced=true`` (off in the post-hoc setup, as the authors run it;
+  Section 7 composes it in pretraining) (``harness.methods.vocab.decomposition`` lists the choices).
 * Section 3.1: e_w = e_{b_w} + sum_{t in T(w)} e_t; Section 3.2: logit(w) = h.u_{b_w} + sum_t h.u_t,
   one softmax over the whole vocabulary (``harness.methods.vocab.composed``: no V x D matrix is built).
 * Section 3.3: each transformation vector starts as the mean offset (form - base) over the pairs
@@ -19,17 +21,19 @@ Choices where the paper is open (the authors' code ``posthoc/`` decides where it
 * Ids: a removed form keeps its token id, so the tokenizer is unchanged (text -> ids -> text is
   the base tokenizer's round trip) and the teacher's logits align with the student's class for
   class; what is freed is its stored row. New merges take ids from V on.
-* Patchscopes filter (paper Section 6.1, the authors' default ``--remove_patchscopes_mistakes``; on
-  by default, ``--set filter=false`` skips it): with the initial transformations, each form's
-  composed vector is put into ``X, X, X, X,`` on the unchanged model, and forms whose continuation
-  does not spell them keep their own rows. The authors accept a resolution in any of the first 10
-  layers; we read the model's output (first word). ``budget.probe_forms`` caps the forms probed
-  (one greedy decode each; all 12k of SmolLM2's would take hours on a 2-core CPU): the first N by
-  token id, which in a BPE vocabulary follow the merge order, so the most common forms are probed.
-  They matter most: on SmolLM2 (quick, no distillation) probing none, the first 1,000 or 3,000
-  forms keeps 0 / 586 / 1,821 of them and gives WikiText-2 BPB 1.114 / 1.084 / 1.062 (base 1.014);
-  with stage-2 distillation, probing 2,000 gave WikiText-2 1.055 but C4 1.135 (base 1.083), so
-  quick probes 3,000.
+* Patchscopes filter (paper Sections 5 and 6.1, the authors' default ``--remove_patchscopes_mistakes``;
+  on by default, ``--set filter=false`` skips it): with the initial transformations, each form's
+  composed vector is read by the unchanged model (``harness.methods.vocab.patchscopes``): *embed*
+  (the vector itself in ``X, X, X, X,``) and *detok* (its hidden state after any of the first 10
+  layers, the embedding included). ``criterion`` picks the one a form must pass to stay composed;
+  the default is ``detok``: the paper filters "surface words with failed detokenization" (Section
+  6.1) and the authors' ``adapt.py`` drops a form only when no state of layers 0-9 reads back.
+  The details hold both readings per transformation over the probed forms (paper Table 1,
+  in-vocabulary columns). ``budget.probe_forms`` caps the forms probed: the first N by token id,
+  which in a BPE vocabulary follow the merge order, the most common forms; a form that fails at the
+  embedding costs up to 10 decodes (SmolLM2 on 2 cores: ~0.3-0.6 s a form), so quick probes
+  1,000 of SmolLM2's ~9,200 and the forms beyond keep their own rows (``forms_unprobed_kept``):
+  none stays composed unread. The paper profile probes all.
   The probe decodes, so it needs the LM head: a suite that loads the model without it (``tokenizer``,
   which only counts bytes per token) skips it and says so in the run's details (``filter``), its map
   being the unfiltered one.
@@ -85,6 +89,8 @@ class VocabDietConfig:
     distill: Literal["none", "stage1", "stage2"] = "stage2"  # distillation stages run after the initialisation
     reallocate: int = 0    # freed rows given to new BPE merges learned on the fit text (Section 7)
     filter: bool = True    # keep the own rows of forms whose composed vector fails the Patchscopes probe
+    criterion: Literal["detok", "embed"] = "detok"  # the probe's reading the filter requires (Section 5)
+    unspaced: bool = False  # also compose forms without the leading space (Section 7's pretraining map)
     unimorph: str = ""     # UniMorph table; "" = <data dir>/unimorph/eng.tsv
 
     def __post_init__(self) -> None:
@@ -95,7 +101,8 @@ class VocabDietConfig:
 @dataclass(frozen=True)
 class VocabDietBudget:
     fit_texts: int         # texts read from each fit corpus
-    probe_forms: int | None  # forms put through the Patchscopes filter (the first by token id); None = all
+    probe_forms: int | None  # forms put through the Patchscopes filter (the first by token id); None = all;
+                             # forms beyond it keep their own rows
     seq_len: int           # distillation block length in tokens
     batch: int
     stage1_steps: int
@@ -108,7 +115,7 @@ class VocabDietBudget:
 BUDGETS = Budgets(
     smoke=VocabDietBudget(fit_texts=40, probe_forms=64, seq_len=32, batch=2, stage1_steps=2, stage2_steps=2,
                           lr_transforms=1e-3, lr_lora=1e-4),
-    quick=VocabDietBudget(fit_texts=800, probe_forms=3000, seq_len=128, batch=2, stage1_steps=30, stage2_steps=30,
+    quick=VocabDietBudget(fit_texts=800, probe_forms=1000, seq_len=128, batch=2, stage1_steps=30, stage2_steps=30,
                           lr_transforms=5e-3, lr_lora=1e-3),
     paper=VocabDietBudget(fit_texts=20000, probe_forms=None, seq_len=256, batch=8, stage1_steps=2500, stage2_steps=2500,
                           lr_transforms=5e-5, lr_lora=5e-5),
@@ -167,14 +174,25 @@ def _hidden(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
     return model.base_model(input_ids=ids).last_hidden_state
 
 
-def probe_failures(teacher: nn.Module, embedding: nn.Module, tokenizer: Any, decomp: Decomposition, marker: str,
-                   limit: int | None) -> list[int]:
-    """Forms whose composed vector, in ``X, X, X, X,`` on the unchanged model, is not continued as the form."""
+def probe(teacher: nn.Module, embedding: nn.Module, tokenizer: Any, decomp: Decomposition, marker: str,
+          limit: int | None) -> tuple[list[int], patchscopes.Reading]:
+    """The first ``limit`` forms by id and the unchanged model's Patchscopes reading of their composed vectors."""
     ids = sorted(decomp.forms)[:limit]
-    texts = patchscopes.continuations(lambda x: teacher(inputs_embeds=embedding(x)).logits, tokenizer,
-                                      patchscopes.prompts(tokenizer, ids))
     words = [t.removeprefix(marker) for t in tokenizer.convert_ids_to_tokens(ids)]
-    return [i for i, w, text in zip(ids, words, texts) if patchscopes.first_word(text) != w]
+    with torch.no_grad():
+        vectors = embedding(torch.tensor(ids, dtype=torch.long))
+    return ids, patchscopes.read_back(teacher, tokenizer, vectors, words)
+
+
+def probe_report(decomp: Decomposition, ids: Sequence[int], reading: patchscopes.Reading) -> dict[str, dict[str, float]]:
+    """Per transformation (and ``all``): forms probed and the share read back at the embedding and after
+    detokenization (paper Table 1's in-vocabulary columns)."""
+    groups: dict[str, list[int]] = {"all": list(range(len(ids)))}
+    for n, i in enumerate(ids):
+        for k in decomp.forms[i][1]:
+            groups.setdefault(decomp.transformations[k], []).append(n)
+    return {name: {"n": len(rows), **{c: sum(reading.passed(c)[r] for r in rows) / len(rows) for c in patchscopes.CRITERIA}}
+            for name, rows in groups.items()}
 
 
 def stage1(model: nn.Module, teacher: nn.Module, blocks: torch.Tensor, budget: VocabDietBudget,
@@ -260,11 +278,31 @@ class VocabDietAdapter(Adapter):
         """The map of ``tokenizer``'s vocabulary and its leading-space marker."""
         marker = decomposition.leading_space_marker(tokenizer)
         table = decomposition.read_unimorph(self.unimorph_path())
-        return decomposition.build(tokenizer.get_vocab(), marker, table, word_counts, tokenizer.all_special_ids), marker
+        return decomposition.build(tokenizer.get_vocab(), marker, table, word_counts, tokenizer.all_special_ids,
+                                   unspaced=self.config.unspaced), marker
 
     def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
         texts = {name: fit.corpus(name).texts[: fit.budget.fit_texts] for name in self.corpora()}
         return self.diet(model, fit.tokenizer, fit.teacher, texts, fit.budget, fit.seed, fit.progress)
+
+    def filtered(self, decomp: Decomposition, model: nn.Module, teacher: nn.Module, tokenizer: Any, marker: str,
+                 budget: VocabDietBudget) -> tuple[Decomposition, dict[str, Any]]:
+        """Section 6.1's filter: a probed form stays composed when the unchanged model reads its composed
+        vector back by ``criterion``; failed and unprobed forms keep their own rows."""
+        cfg = self.config
+        counts = {"forms_probed": 0, "forms_unprobed_kept": 0, "probe_failures": 0}
+        if not cfg.filter:
+            return decomp, {"filter": "off", **counts}
+        if teacher.get_output_embeddings() is None:
+            return decomp, {"filter": "skipped: the suite's model has no LM head to decode with", **counts}
+        embedding = composed_embedding(model.get_input_embeddings().weight.detach(), decomp)
+        ids, reading = probe(teacher, embedding, tokenizer, decomp, marker, budget.probe_forms)
+        kept = [i for i, ok in zip(ids, reading.passed(cfg.criterion)) if ok]
+        return decomp.only(kept), {
+            "filter": "probed", "criterion": cfg.criterion, "forms_probed": len(ids),
+            "forms_unprobed_kept": len(decomp.forms) - len(ids), "probe_failures": len(ids) - len(kept),
+            "probe": probe_report(decomp, ids, reading),
+        }
 
     def diet(self, model: nn.Module, tokenizer: Any, teacher: nn.Module, texts: dict[str, Sequence[str]],
              budget: VocabDietBudget, seed: int = 0, progress: ProgressFn = no_progress) -> Compressed:
@@ -273,11 +311,8 @@ class VocabDietAdapter(Adapter):
         words = Counter(w for text in texts.get("wikitext2_train", ()) for w in _WORD.findall(text))
         decomp, marker = self.decomposition(tokenizer, words)
         vocab = model.get_input_embeddings().weight.shape[0]
-        found = len(decomp.forms)
-        probed = cfg.filter and teacher.get_output_embeddings() is not None
-        if probed:
-            probe = composed_embedding(model.get_input_embeddings().weight.detach(), decomp)
-            decomp = decomp.without(probe_failures(teacher, probe, tokenizer, decomp, marker, budget.probe_forms))
+        found, found_counts = len(decomp.forms), decomp.counts()
+        decomp, filtered = self.filtered(decomp, model, teacher, tokenizer, marker, budget)
         if cfg.reallocate > len(decomp.forms):
             raise ConfigError(f"reallocate={cfg.reallocate} exceeds the {len(decomp.forms)} freed slots; "
                               f"set --set reallocate=N with N <= {len(decomp.forms)}")
@@ -294,12 +329,11 @@ class VocabDietAdapter(Adapter):
                                                  teacher.get_output_embeddings(), budget, progress)
         changed = reallocation.with_new_tokens(tokenizer, new_tokens, vocab) if new_tokens else None
         details = {
-            "transformations": decomp.counts(),
-            "filter": "probed" if probed else ("skipped: the suite's model has no LM head to decode with" if cfg.filter else "off"),
-            "forms_found": found, "forms_removed": len(decomp.forms), "probe_failures": found - len(decomp.forms),
+            "transformations_found": found_counts, "transformations": decomp.counts(), **filtered, "forms_removed": len(decomp.forms),
+            "forms_found": found,
             "english_word_tokens": decomp.english_words,
             "freed_share_of_vocab": len(decomp.forms) / vocab,
-            "freed_share_of_english_words": len(decomp.forms) / max(1, decomp.english_words),
+            "freed_share_of_english_words": decomp.whole_word_forms() / max(1, decomp.english_words),
             "reallocated": len(new_tokens), "unimorph": {str(self.unimorph_path()): file_digest(self.unimorph_path())},
             "distill_loss": {stage: [v[0], v[-1]] for stage, v in losses.items()},
             **decomp.details,

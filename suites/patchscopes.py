@@ -1,12 +1,13 @@
-"""Composed decoding, in the spirit of paper 003's Patchscopes tables (Tables 1 and 7).
+"""Composed decoding, paper 003's Patchscopes tables (Section 5, Tables 1 and 7).
 
 For a seeded sample of the vocabulary's decomposable forms (the Vocab Diet map of the run's
-tokenizer: UniMorph inflections, capitalized and unspaced variants, ``harness.methods.vocab.decomposition``
-with UniMorph as the only word list), the model continues ``X, X, X, X,`` where X is the form's
-token; the first continued word is ``exact`` (the form), ``base`` (its base word),
-``diff_inflection`` (another form of the same base) or ``other`` (``harness.methods.vocab.patchscopes``).
-Rates with bootstrap CIs, for all sampled forms and per transformation (a form counts for each
-of its transformations).
+tokenizer: English inflections and capitalized variants, ``harness.methods.vocab.decomposition``
+with UniMorph and lemminflect as the word list), the model reads the form's input vector back
+(``harness.methods.vocab.patchscopes``): put at X in ``X, X, X, X,``, the first continued word is
+``exact`` (the form: Table 1's *embed*), ``base`` (its base word), ``diff_inflection`` (another
+form of the same base) or ``other`` (Table 7); ``detok_rate``: the form is read back from its
+hidden state after any of the first 10 layers (Table 1's *detok*). Rates with bootstrap CIs, for
+all sampled forms and per transformation (a form counts for each of its transformations).
 
 The unchanged model reads each form's own row (the reference); a Vocab Diet model reads the
 composed vector base + transformations for the forms it removed and decodes through its composed
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from harness.budgets import Budgets
 from harness.results.records import ItemOutputs
@@ -72,16 +74,18 @@ class Patchscopes(Suite):
         ids = sorted(rng.permutation(ids)[:limit].tolist()) if limit else ids
         words = {i: t.removeprefix(marker) for i, t in zip(ids, tokenizer.convert_ids_to_tokens(ids))}
         siblings = _siblings(tokenizer, decomp, marker)
-        texts = patchscopes.continuations(lambda x: model(input_ids=x.to(ctx.device)).logits.cpu(), tokenizer,
-                                          patchscopes.prompts(tokenizer, ids))
-        groups: dict[str, list[tuple[str, str]]] = defaultdict(list)  # group -> (form token, outcome)
-        for i, text, token in zip(ids, texts, tokenizer.convert_ids_to_tokens(ids)):
+        with torch.no_grad():
+            vectors = model.get_input_embeddings()(torch.tensor(ids, dtype=torch.long, device=ctx.device))
+        reading = patchscopes.read_back(model, tokenizer, vectors, [words[i] for i in ids])
+        texts = reading.texts
+        groups: dict[str, list[tuple[str, str, bool]]] = defaultdict(list)  # group -> (form token, outcome, detok)
+        for i, text, detok, token in zip(ids, texts, reading.detok, tokenizer.convert_ids_to_tokens(ids)):
             base, kinds = decomp.forms[i]
             result = patchscopes.outcome(patchscopes.first_word(text), words[i], siblings[base][base], siblings[base].values())
             for group in ["all"] + [decomp.transformations[k] for k in kinds]:
-                groups[group].append((token, result))
+                groups[group].append((token, result, detok))
         items = [item for group, outcomes in groups.items() for item in _rates(group, outcomes)]
-        scores = [score_items([i], rng, higher_is_better=i.metric == "exact_rate") for i in items]
+        scores = [score_items([i], rng, higher_is_better=i.metric in ("exact_rate", "detok_rate")) for i in items]
         composed = getattr(model.get_input_embeddings(), "composed", None)
         details = {"forms": len(ids), "composed": int(composed()[ids].sum()) if composed else 0,
                    "examples": [[words[i], t] for i, t in list(zip(ids, texts))[:20]]}
@@ -97,10 +101,12 @@ def _siblings(tokenizer: Any, decomp: decomposition.Decomposition, marker: str) 
     return out
 
 
-def _rates(group: str, outcomes: list[tuple[str, str]]) -> list[ItemOutputs]:
-    """Per form (keyed by its token): 1.0 where the decoded word had this outcome, one ItemOutputs per outcome."""
-    forms, results = tuple(f for f, _ in outcomes), tuple(r for _, r in outcomes)
+def _rates(group: str, outcomes: list[tuple[str, str, bool]]) -> list[ItemOutputs]:
+    """Per form (keyed by its token): 1.0 where the embedding's reading had this outcome (``exact_rate`` is
+    paper Table 1's *embed*), one ItemOutputs per outcome, and ``detok_rate``: read back by any early layer."""
+    forms, results = tuple(f for f, _, _ in outcomes), tuple(r for _, r, _ in outcomes)
+    detok = tuple(float(d) for _, _, d in outcomes)
     return [
         ItemOutputs(group, "en", "-", f"{kind}_rate", forms, tuple(float(r == kind) for r in results), predictions=results)
         for kind in patchscopes.OUTCOMES
-    ]
+    ] + [ItemOutputs(group, "en", "-", "detok_rate", forms, detok, predictions=results)]

@@ -43,32 +43,44 @@ def test_diet_frees_rows_reallocates_and_distills(small_decoder, smollm2_tokeniz
 
     vocab = len(smollm2_tokenizer)
     before = footprint(small_decoder)
-    diet = _diet(small_decoder, smollm2_tokenizer, fit_texts, reallocate=20, filter=True)
+    diet = _diet(small_decoder, smollm2_tokenizer, fit_texts, reallocate=20, filter=False)
     d = diet.details
-    assert d["forms_removed"] == diet.freed_slots == d["forms_found"] - d["probe_failures"] > 10000
-    assert sum(d["transformations"].values()) >= diet.freed_slots and d["transformations"]["capitalized"] > 1000
+    assert d["forms_removed"] == diet.freed_slots == d["forms_found"] > 8000 and d["filter"] == "off"
+    kinds = d["transformations"]
+    assert sum(kinds.values()) >= diet.freed_slots and kinds["capitalized"] > 1000 and "no_space" not in kinds
+    assert kinds["N;PL"] > 1000 and kinds["N;PL+V;3;SG;PRS"] > 1000 and kinds["ADJ;CMPR"] > 10  # paper Table 1's rows
     assert 0 < d["freed_share_of_vocab"] < d["freed_share_of_english_words"] < 1
+    assert d["freed_share_of_english_words"] == diet.freed_slots / d["english_word_tokens"]  # all forms spaced
     assert diet.vocab_size == vocab - diet.freed_slots + 20
     assert len(diet.tokenizer) == vocab + 20
-    assert set(d["distill_loss"]) == {"stage1", "stage2"} and d["filter"] == "probed"
+    assert set(d["distill_loss"]) == {"stage1", "stage2"}
     model = diet.model
     assert model.get_input_embeddings().table.shape[0] == diet.vocab_size
     assert not any("lora" in name for name, _ in model.named_parameters())  # LoRA merged into the layers
     after = footprint(model)
-    assert after.embedding_params < 0.8 * before.embedding_params
+    assert after.embedding_params < 0.85 * before.embedding_params
     text = "The walkers walked 2019 kilometres, Walking home."
     ids = diet.tokenizer(text, return_tensors="pt").input_ids
     assert diet.tokenizer.decode(ids[0]) == text
     assert model(input_ids=ids).logits.shape == (1, ids.shape[1], vocab + 20)
 
 
-def test_filter_without_an_lm_head_is_skipped_and_said(small_decoder, smollm2_tokenizer, fit_texts):
+def test_filter_probes_the_first_forms_and_keeps_the_rest(small_decoder, smollm2_tokenizer, fit_texts):
     """A suite that loads the base model (tokenizer) has no head to decode the probe with: the map
-    stays unfiltered and the details say so; with the head, the probe keeps some forms' rows."""
+    stays unfiltered and the details say so. With the head, the first forms by id are probed and
+    only those read back stay composed; the unprobed ones keep their rows and are counted."""
+    from harness.adapters.vocabdiet import BUDGETS
+
     bare = _diet(copy.deepcopy(small_decoder).model, smollm2_tokenizer, fit_texts, distill="none")
-    probed = _diet(small_decoder, smollm2_tokenizer, fit_texts, distill="none")
-    assert bare.details["filter"].startswith("skipped") and bare.details["probe_failures"] == 0
-    assert probed.details["filter"] == "probed" and probed.details["forms_found"] == bare.details["forms_found"]
+    probed = _diet(small_decoder, smollm2_tokenizer, fit_texts, distill="none", criterion="embed")
+    b, p = bare.details, probed.details
+    assert b["filter"].startswith("skipped") and b["probe_failures"] == 0 and b["forms_removed"] == b["forms_found"]
+    assert p["filter"] == "probed" and p["criterion"] == "embed" and p["forms_found"] == b["forms_found"]
+    assert p["forms_probed"] == BUDGETS.smoke.probe_forms == p["probe"]["all"]["n"]
+    assert p["forms_unprobed_kept"] == p["forms_found"] - p["forms_probed"]
+    assert p["forms_removed"] == p["forms_probed"] - p["probe_failures"] == round(p["probe"]["all"]["embed"] * 64)
+    assert all(r["embed"] <= r["detok"] for r in p["probe"].values())
+    assert probed.freed_slots == p["forms_removed"]
 
 
 def test_generation_produces_composed_forms(small_decoder, smollm2_tokenizer, fit_texts):
@@ -107,7 +119,7 @@ def test_bad_input_is_one_line_error(small_decoder, smollm2_tokenizer, fit_texts
 @pytest.mark.parametrize("setting, fragment", [
     ("unimorph={empty}", "has no lemma<TAB>form<TAB>features rows"),   # refused in the plan, before any model
     ("reallocate=60000", "exceeds the vocabulary (49152 tokens)"),
-    ("reallocate=40000", "exceeds the 11"),                            # known once the map is built
+    ("reallocate=40000", "freed slots; set --set reallocate=N"),       # known once the map is built
 ])
 def test_cli_bad_input_exits_2_with_one_line(setting, fragment, tmp_path):
     from typer.testing import CliRunner

@@ -21,7 +21,8 @@ found\tfounded\tV;PST
 have\thad\tV;PST
 """
 VOCAB = ["<s>", "Ġwalk", "Ġwalked", "walked", "ĠWalked", "Walk", "Ġwalking", "ĠWalks", "Ġdream", "Ġdreamed",
-         "Ġdreamt", "Ġfind", "Ġfound", "ĠFound", "Ġhave", "Ġhad", "Ġtree", "ĠTree", "Ġzzzz", "ĠZzzz", ",", "ĠFind"]
+         "Ġdreamt", "Ġfind", "Ġfound", "ĠFound", "Ġhave", "Ġhad", "Ġtree", "ĠTree", "Ġzzzz", "ĠZzzz", ",", "ĠFind",
+         "Ġwalks", "Ġtrees", "Ġhappy", "Ġhappier", "ĠHappiest", "Ġdreams"]
 
 
 @pytest.fixture
@@ -36,23 +37,40 @@ def _named(decomp: Decomposition) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def test_decomposition_map(unimorph):
+    """UniMorph's verbs where it has the lemma, lemminflect's nouns, adjectives and other verbs; spaced forms only."""
     vocab = {t: i for i, t in enumerate(VOCAB)}
     counts = {"tree": 3, "Tree": 1, "find": 1, "Find": 5}
     decomp = decomposition.build(vocab, "Ġ", unimorph, word_counts=counts, special_ids=[0])
+    both = "N;PL+V;3;SG;PRS"  # paper Table 1's "Plural (N) & Present Singular (V)"
     assert _named(decomp) == {
         "Ġwalked": ("Ġwalk", ("V;PST",)),                      # PST and PTCP;PST read as PST
-        "walked": ("Ġwalk", ("V;PST", NO_SPACE)),
         "ĠWalked": ("Ġwalk", ("V;PST", CAPITALIZED)),
-        "Walk": ("Ġwalk", (NO_SPACE, CAPITALIZED)),
         "Ġwalking": ("Ġwalk", ("V;V.PTCP;PRS",)),
-        "ĠWalks": ("Ġwalk", ("V;3;SG;PRS", CAPITALIZED)),
+        "Ġwalks": ("Ġwalk", (both,)),                          # lemminflect's noun plural = UniMorph's 3sg
+        "ĠWalks": ("Ġwalk", (both, CAPITALIZED)),
+        "Ġdreams": ("Ġdream", ("N;PL",)),                      # UniMorph's 'dream' lists no 3sg: a plural only
         "ĠFound": ("Ġfound", (CAPITALIZED,)),                   # a lemma stays a base, not find+PST
         # 'find' is written capitalized more often than not (a name): ĠFind keeps its row
         "ĠTree": ("Ġtree", (CAPITALIZED,)),                     # a word-list word decomposes by case
-    }  # dreamed/dreamt share a tag (ambiguous), 'have' is a function word, 'zzzz' is no word
-    assert decomp.counts() == {"V;3;SG;PRS": 1, "V;PST": 3, "V;V.PTCP;PRS": 1, "V;V.PTCP;PST": 0, NO_SPACE: 2, CAPITALIZED: 5}
-    assert decomp.english_words == 18  # every letters-only token whose lower case is a known word
-    assert _named(decomp.without([vocab["ĠTree"]])).keys() == _named(decomp).keys() - {"ĠTree"}
+        "Ġtrees": ("Ġtree", (both,)),                           # 'tree' is no UniMorph lemma: lemminflect's verb too
+        "Ġhappier": ("Ġhappy", ("ADJ;CMPR",)),                  # adjective degrees from lemminflect
+        "ĠHappiest": ("Ġhappy", ("ADJ;SPRL", CAPITALIZED)),
+    }  # dreamed/dreamt share a tag (ambiguous), 'have' is a function word, 'zzzz' is no word,
+    # unspaced 'walked' and 'Walk' keep their rows (post-hoc setup)
+    assert decomp.counts() == {"ADJ;CMPR": 1, "ADJ;SPRL": 1, "N;PL": 1, both: 3, "V;PST": 2, "V;V.PTCP;PRS": 1,
+                               CAPITALIZED: 5}
+    assert decomp.english_words == 22  # leading-space letter tokens whose lower case is a word (not zzzz, Zzzz)
+    assert decomp.whole_word_forms() == len(decomp.forms) == 11
+    assert _named(decomp.only([vocab["ĠTree"]])) == {"ĠTree": ("Ġtree", (CAPITALIZED,))}
+
+
+def test_unspaced_variants_are_a_setting(unimorph):
+    """Paper Section 7's map also composes the variant without the leading space."""
+    vocab = {t: i for i, t in enumerate(VOCAB)}
+    decomp = decomposition.build(vocab, "Ġ", unimorph, special_ids=[0], unspaced=True)
+    named = _named(decomp)
+    assert named["walked"] == ("Ġwalk", ("V;PST", NO_SPACE)) and named["Walk"] == ("Ġwalk", (NO_SPACE, CAPITALIZED))
+    assert decomp.counts()[NO_SPACE] == 2 and decomp.whole_word_forms() == len(decomp.forms) - 2
 
 
 def test_unimorph_errors(tmp_path):

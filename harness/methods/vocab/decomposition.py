@@ -1,29 +1,35 @@
-"""Vocab Diet's decomposition map (paper 003, Section 3): surface token -> (base token, transformations).
+"""Vocab Diet's decomposition map (paper 003, Section 4): surface token -> (base token, transformations).
 
-A vocabulary token whose surface form is an inflection of an in-vocabulary base word (UniMorph),
-a capitalized form of it, or its variant without the leading space is represented by the base
-token plus transformation vectors instead of a row of its own. Token strings are the tokenizer's
-own vocabulary strings (byte-level BPE writes a leading space as ``Ġ``, SentencePiece as ``▁``).
+A vocabulary token whose surface form is an English inflection of an in-vocabulary base word or
+a capitalized form of it (and, with ``unspaced``, its variant without the leading space) is
+represented by the base token plus transformation vectors instead of a row of its own. Token
+strings are the tokenizer's own vocabulary strings (byte-level BPE writes a leading space as
+``Ġ``, SentencePiece as ``▁``).
 
 Choices (the paper is silent; the authors' ``posthoc/utils/english_morphology.py`` decides):
 
+* Inflections: UniMorph's verb paradigms where the table has the lemma (the staged 2019 ``eng``
+  table holds verbs only), and lemminflect's tables (``harness.methods.vocab.english``) for noun
+  plurals (N;PL), adjective degrees (ADJ;CMPR, ADJ;SPRL) and the verbs UniMorph lacks, as the
+  authors fill UniMorph with pyinflect. A form with two readings of one base is one transformation
+  named by both tags, as paper Table 1's "Plural (N) & Present Singular (V)" (``walks``:
+  ``N;PL+V;3;SG;PRS``); a form tagged both V;PST and V;V.PTCP;PST (``walked``) is V;PST, as the
+  authors keep it.
 * A base is a word-initial token (leading-space marker + lower-case ASCII letters) of at least
-  four letters that is an English word (a UniMorph lemma or form, or a lower-case word of the
-  given word counts: the authors check a spelling dictionary, we use the fit corpus's words),
-  not a function word (the authors drop NLTK's stop words and auxiliaries), not a proper noun
-  (the authors ask spaCy for PROPN / named entities; we call a word proper when the corpus writes
-  it capitalized more often than in lower case: ``Jack``, ``March``, ``United``), and not itself
-  an inflected form of another lemma. Capitalized tokens are never bases.
-* Three transformation groups, at most one of each per form (null choices have no vector):
-  the UniMorph inflection tag, ``no_space`` (the form lacks the leading space) and
-  ``capitalized`` (first letter upper case). The staged UniMorph release (2019 ``eng``) holds
-  verbal paradigms only, so the inflections are V;PST, V;V.PTCP;PST, V;V.PTCP;PRS and
-  V;3;SG;PRS; plural nouns and adjective degrees (paper Table 1) have no rows there and no map.
-* A form tagged both V;PST and V;V.PTCP;PST (``walked``) is V;PST, as the authors keep it; a form
-  with any other pair of tags, a form that two bases claim, and a tag that one lemma realises by
-  two forms (``dreamed``/``dreamt``) are left out: base + transformations must name exactly
-  one surface form, or input and output could not tell them apart.
-* A form that is itself a base (``found``, the lemma, and the past of ``find``) stays a base.
+  four letters that is an English word (UniMorph, lemminflect, or a lower-case word of the given
+  word counts: the authors check a spelling dictionary), not a function word (the authors drop
+  NLTK's stop words and auxiliaries), not a proper noun (the authors ask spaCy for PROPN / named
+  entities; we call a word proper when the corpus writes it capitalized more often than in lower
+  case: ``Jack``, ``March``, ``United``), and not only an inflected form of another lemma.
+  Capitalized tokens are never bases.
+* Transformation groups, at most one of each per form: the inflection, ``capitalized`` (first
+  letter upper case) and, only with ``unspaced``, ``no_space`` (the form lacks the leading space).
+  The post-hoc setup leaves unspaced tokens their own rows (the authors' ``posthoc/adapt.py``
+  defaults to ``--dont_decompose_spaces``); paper Section 7 composes them only in pretraining.
+* A form that two bases claim, and a tag that one base realises by two forms (``dreamed`` /
+  ``dreamt``), are left out: base + transformations must name exactly one surface form, or input
+  and output could not tell them apart.
+* A form that is itself a base (``found``, a lemma, and the past of ``find``) stays a base.
 * Special tokens are never forms.
 """
 
@@ -32,10 +38,12 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.errors import ConfigError, DataError
+from harness.methods.vocab import english
 
 NO_SPACE = "no_space"
 CAPITALIZED = "capitalized"
@@ -59,11 +67,11 @@ class UniMorph:
 
     paradigms: Mapping[str, Mapping[str, frozenset[str]]]
 
-    @property
+    @cached_property
     def words(self) -> set[str]:
-        return set(self.paradigms) | {f for forms in self.paradigms.values() for f in forms}
+        return set(self.paradigms) | self.inflected
 
-    @property
+    @cached_property
     def inflected(self) -> set[str]:
         return {f for forms in self.paradigms.values() for f in forms}
 
@@ -109,7 +117,7 @@ class Decomposition:
 
     transformations: tuple[str, ...]
     forms: Mapping[int, tuple[int, tuple[int, ...]]]
-    english_words: int = 0  # vocabulary tokens that are an English word (marker aside), removed ones included
+    english_words: int = 0  # whole-word tokens (leading space + letters) that are an English word, forms included
     details: Mapping[str, Any] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
@@ -117,22 +125,37 @@ class Decomposition:
         c = Counter(t for _, ts in self.forms.values() for t in ts)
         return {name: c[i] for i, name in enumerate(self.transformations)}
 
-    def without(self, ids: Iterable[int]) -> Decomposition:
-        """The same map with the forms ``ids`` left out (they keep their own rows)."""
-        drop = set(ids)
-        return Decomposition(self.transformations, {i: v for i, v in self.forms.items() if i not in drop},
+    def whole_word_forms(self) -> int:
+        """Forms with the leading space (paper footnote 3's whole-word tokens)."""
+        unspaced = self.transformations.index(NO_SPACE) if NO_SPACE in self.transformations else -1
+        return sum(1 for _, ts in self.forms.values() if unspaced not in ts)
+
+    def only(self, ids: Iterable[int]) -> Decomposition:
+        """The same map restricted to the forms ``ids`` (the others keep their own rows)."""
+        keep = set(ids)
+        return Decomposition(self.transformations, {i: v for i, v in self.forms.items() if i in keep},
                              self.english_words, self.details)
 
 
-def _bases(vocab: Mapping[str, int], marker: str, dictionary: set[str], counts: Mapping[str, int], inflected: set[str],
-           lemmas: set[str], min_letters: int) -> dict[str, int]:
+def _is_word(word: str, unimorph: UniMorph, counts: Mapping[str, int]) -> bool:
+    return word in unimorph.words or english.known(word) or (word in counts and _LOWER_WORD.fullmatch(word) is not None)
+
+
+def _only_inflected(word: str, unimorph: UniMorph) -> bool:
+    """An inflected form of another lemma that is no lemma itself (``walked``; not ``found``, ``building``)."""
+    inflected = word in unimorph.inflected or english.is_inflected(word)
+    return inflected and not (word in unimorph.paradigms or english.is_lemma(word))
+
+
+def _bases(vocab: Mapping[str, int], marker: str, unimorph: UniMorph, counts: Mapping[str, int],
+           min_letters: int) -> dict[str, int]:
     """lower-case base word -> its word-initial token id."""
     out = {}
     for token, i in vocab.items():
         word = token[len(marker):]
         if not token.startswith(marker) or len(word) < min_letters or not _LOWER_WORD.fullmatch(word):
             continue
-        if word in FUNCTION_WORDS or word not in dictionary or (word in inflected and word not in lemmas):
+        if word in FUNCTION_WORDS or not _is_word(word, unimorph, counts) or _only_inflected(word, unimorph):
             continue
         if counts.get(word.capitalize(), 0) > counts.get(word, 0):  # mostly written as a name
             continue
@@ -140,44 +163,59 @@ def _bases(vocab: Mapping[str, int], marker: str, dictionary: set[str], counts: 
     return out
 
 
+def paradigm(lemma: str, unimorph: UniMorph) -> dict[str, str]:
+    """form -> its transformation (one tag, or the sorted tags joined by ``+``) for one base word."""
+    tags: dict[str, set[str]] = defaultdict(set)
+    verbs = unimorph.paradigms.get(lemma, {})
+    for form, ts in verbs.items():
+        tags[form] |= ts
+    for form, ts in english.inflections(lemma, verbs=not verbs).items():
+        tags[form] |= ts
+    out = {}
+    for form, ts in tags.items():
+        if PAST in ts:
+            ts = ts - {PAST_PARTICIPLE}
+        out[form] = "+".join(sorted(ts))
+    return out
+
+
 def _inflections(unimorph: UniMorph, bases: Mapping[str, int]) -> dict[str, tuple[str, str | None]]:
-    """surface word -> (base word, inflection tag or None) where exactly one reading exists."""
+    """surface word -> (base word, transformation or None) where exactly one reading exists."""
     readings: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
     for base in bases:
         readings[base].add((base, None))
         by_tag: dict[str, list[str]] = defaultdict(list)
-        for form, tags in unimorph.paradigms.get(base, {}).items():
-            if PAST in tags:
-                tags = tags - {PAST_PARTICIPLE}
-            if len(tags) == 1:
-                by_tag[next(iter(tags))].append(form)
+        for form, tag in paradigm(base, unimorph).items():
+            by_tag[tag].append(form)
         for tag, forms in by_tag.items():
             if len(forms) == 1:
                 readings[forms[0]].add((base, tag))
-    # a base stays a base (its capitalized and unspaced variants still decompose)
+    # a base stays a base (its capitalized variant still decomposes)
     return {w: (w, None) if w in bases else next(iter(r)) for w, r in readings.items() if w in bases or len(r) == 1}
 
 
 def build(vocab: Mapping[str, int], marker: str, unimorph: UniMorph, word_counts: Mapping[str, int] | None = None,
-          special_ids: Iterable[int] = (), min_letters: int = 4) -> Decomposition:
+          special_ids: Iterable[int] = (), min_letters: int = 4, unspaced: bool = False) -> Decomposition:
     """The decomposition map of a vocabulary (``token string -> id``), see the module docstring.
 
     ``word_counts``: case-sensitive word frequencies of a corpus (English word list and proper-noun test).
+    ``unspaced``: also compose each form's variant without the leading space (paper Section 7's pretraining map).
     """
     counts = word_counts or {}
-    dictionary = unimorph.words | {w for w in counts if _LOWER_WORD.fullmatch(w)}
-    bases = _bases(vocab, marker, dictionary, counts, unimorph.inflected, set(unimorph.paradigms), min_letters)
-    tags = sorted({tag for forms in unimorph.paradigms.values() for ts in forms.values() for tag in ts})
-    names = tuple(tags) + (NO_SPACE, CAPITALIZED)
+    bases = _bases(vocab, marker, unimorph, counts, min_letters)
+    readings = _inflections(unimorph, bases)
+    tags = sorted({tag for _, tag in readings.values() if tag})
+    names = tuple(tags) + ((NO_SPACE,) if unspaced else ()) + (CAPITALIZED,)
     index = {name: i for i, name in enumerate(names)}
     special = set(special_ids)
     forms: dict[int, tuple[int, tuple[int, ...]]] = {}
-    for word, (base, tag) in _inflections(unimorph, bases).items():
-        for spaced in (True, False):
+    for word, (base, tag) in readings.items():
+        for spaced in (True, False) if unspaced else (True,):
             for capital in (False, True):
                 token = (marker if spaced else "") + (word.capitalize() if capital else word)
                 applied = ([tag] if tag else []) + ([] if spaced else [NO_SPACE]) + ([CAPITALIZED] if capital else [])
                 if applied and token in vocab and vocab[token] not in special:
                     forms[vocab[token]] = (bases[base], tuple(index[t] for t in applied))
-    english = sum(1 for t in vocab if _ASCII_WORD.fullmatch(t.removeprefix(marker)) and t.removeprefix(marker).lower() in dictionary)
-    return Decomposition(names, forms, english, {"bases": len(bases), "dictionary_words": len(dictionary)})
+    whole = [t[len(marker):] for t in vocab if t.startswith(marker) and _ASCII_WORD.fullmatch(t[len(marker):])]
+    english_words = sum(1 for w in whole if _is_word(w.lower(), unimorph, counts))
+    return Decomposition(names, forms, english_words, {"bases": len(bases)})
