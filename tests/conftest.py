@@ -1,4 +1,11 @@
-"""Shared fixtures: real packaged models, the shared data directory, DuckDB in tmp_path."""
+"""Shared fixtures: real packaged models, the shared data directory, DuckDB in tmp_path.
+
+The tests run in the configuration users get (STYLE 17): the fit cache on, the data directory
+the Makefile's ``make test`` gives (``../shared/data``), the models' cache where users have it.
+The fit cache lives in one temporary folder per test session, so fits are shared across tests as
+across a user's runs, and the user's own cache is neither read nor written. A test that needs the
+cache off sets ``HARNESS_FIT_CACHE=off`` itself; one that counts entries points it at its own folder.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +21,19 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HARNESS_DATA_DIR", str(REPO.parent / "shared" / "data"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fit_cache(tmp_path_factory) -> Path:
+    """The session's fit cache folder (set before any session fixture runs a fit)."""
+    folder = tmp_path_factory.mktemp("fits")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HARNESS_FIT_CACHE", str(folder))
+        yield folder
+
+
 @pytest.fixture(autouse=True)
 def _private_db(tmp_path, monkeypatch):
-    """Tests never write the committed results.duckdb, nor the user's fit cache."""
+    """Tests never write the committed results.duckdb."""
     monkeypatch.setenv("HARNESS_DB", str(tmp_path / "results.duckdb"))
-    monkeypatch.setenv("HARNESS_FIT_CACHE", "off")  # tests that exercise the fit cache point it at tmp_path
 
 
 @pytest.fixture(scope="session")

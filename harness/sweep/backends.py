@@ -22,7 +22,7 @@ from harness.sweep.points import Point, execute_point
 Outcome = RunRecord | BaseException
 
 # Passed to Ray workers, which may run on machines without the driver's environment.
-FORWARDED_ENV = ("HARNESS_DATA_DIR", "HARNESS_CACHE_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "TOKENIZERS_PARALLELISM")
+FORWARDED_ENV = ("HARNESS_DATA_DIR", "HARNESS_CACHE_DIR", "HARNESS_FIT_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "TOKENIZERS_PARALLELISM")
 
 
 class Backend(Protocol):
