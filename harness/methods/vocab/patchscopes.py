@@ -136,9 +136,9 @@ def read_back(lm: nn.Module, tokenizer: Any, vectors: torch.Tensor, words: Seque
     embed = [first_word(t) == w for t, w in zip(texts, words)]
     detok = list(embed)
     failed = torch.tensor([i for i, ok in enumerate(embed) if not ok], dtype=torch.long)
-    states = source_states(lm, tokenizer, vectors[failed], layers) if len(failed) else None  # (layers, f, D)
+    states = source_states(lm, tokenizer, vectors[failed], layers) if len(failed) else None  # (<= layers, f, D)
     pending = torch.arange(len(failed))  # indices into ``failed`` not read back yet
-    for layer in range(1, layers):
+    for layer in range(1, 1 if states is None else len(states)):  # a model of fewer layers has fewer states
         if not len(pending):
             break
         rows = failed[pending]
