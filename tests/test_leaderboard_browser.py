@@ -6,7 +6,6 @@ within the budget. Skipped, with the reason, only where chromium is not installe
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from harness.benchmarks.leaderboard import Browser
+from harness.benchmarks.leaderboard import Browser, free_port
 from harness.leaderboard.app import TITLE
 
 from harness.results import summary
@@ -31,12 +30,6 @@ POINTS = "document.querySelectorAll('.js-plotly-plot .scatterlayer .point').leng
 SKELETONS = "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 90) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -51,7 +44,7 @@ def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 90) -> 
 
 @pytest.fixture
 def server(leaderboard_db):
-    port = _free_port()
+    port = free_port()
     harness = Path(sys.executable).with_name("harness")
     proc = subprocess.Popen(
         [str(harness), "leaderboard", "--db", str(leaderboard_db), "--port", str(port)],
