@@ -10,11 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from harness.measure import chance
 from harness.results.fingerprint import is_stale
 
 DB = Path(__file__).resolve().parents[1] / "results.duckdb"
-NO_CHANCE = {"bits_per_byte", "kl_from_base", "bytes_per_token", "whole_word_share", "vocab_size",
-             "exact_rate", "base_rate", "diff_inflection_rate", "other_rate"}  # ratios and rates without a trivial level
 
 HEADLINES = """
 SELECT r.run_id, r.adapter, r.suite, r.code, s.task, s.language, s.metric, s.chance, s.higher_is_better,
@@ -41,5 +40,5 @@ def test_current_method_headlines_are_paired_and_carry_chance():
         where = f"{r['run_id']} {r['task']}/{r['language']}/{r['metric']}"
         assert r["n_paired"] and r["n_paired"] > 0, f"{where}: unpaired ({r['unpaired']})"
         assert r["pct_base_ci_low"] is not None and r["pct_base_ci_low"] <= r["pct_base_ci_high"], where
-        if r["metric"] not in NO_CHANCE and r["higher_is_better"]:
+        if chance.has_level(r["metric"], r["higher_is_better"]):
             assert r["chance"] is not None and r["chance"] == r["chance"], f"{where}: no chance level"

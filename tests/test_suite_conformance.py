@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.measure import chance
 from harness.measure.compare import items_behind
 from harness.errors import DataError
 from harness.registry import SUITES
@@ -19,8 +20,6 @@ from tests.conftest import assert_items_reproduce_scores
 
 SMALLEST = {"encoder": "minilm", "decoder": "smollm2"}
 NOT_ON_HAND = {"dbpedia14"}  # suites whose data the README documents as not staged (put the release's CSVs there)
-NO_CHANCE = {"bits_per_byte", "kl_from_base", "bytes_per_token", "whole_word_share", "vocab_size",
-             "exact_rate", "detok_rate", "base_rate", "diff_inflection_rate", "other_rate"}  # ratios and rates without a trivial level
 
 
 def _built_in_suites() -> list[str]:
@@ -65,7 +64,7 @@ def test_suite_smoke_run_keeps_the_contract(name, tmp_path):
     # the baseline is flagged exactly where its CI low is not above it
     for s in rec.scores:
         c = paired[(s.task, s.language, s.split, s.metric)]
-        if s.metric in NO_CHANCE or not s.higher_is_better:
+        if not chance.has_level(s.metric, s.higher_is_better):
             continue
         assert s.chance is not None, s
         assert c.baseline_above_chance == (s.ci_low > s.chance), (s, c)

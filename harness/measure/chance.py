@@ -11,7 +11,8 @@ is not above it (:mod:`harness.measure.compare`). The rule, by what the metric s
   whose gold position carries no class): a uniform guess, the mean of 1 / options (:func:`uniform_choice`);
 * a correlation, MCC, entity F1 or a QA F1 / exact match: 0, what a constant prediction (all ``O``,
   an empty answer) scores (:data:`ZERO`);
-* ratios and rates with no trivial level (bits per byte, bytes per token, decoding rates): none.
+* ratios and rates with no trivial level (bits per byte, bytes per token, decoding rates): none
+  (:data:`NO_LEVEL`, :func:`has_level`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ import numpy as np
 
 ZERO = 0.0
 """The level of a correlation, MCC, entity F1 or QA F1 / EM: a constant prediction scores 0."""
+
+NO_LEVEL = frozenset({
+    "bits_per_byte", "kl_from_base", "bytes_per_token", "whole_word_share", "vocab_size",
+    "exact_rate", "detok_rate", "base_rate", "diff_inflection_rate", "other_rate",
+})
+"""Ratios, sizes and decoding rates: no predictor that ignores the input has a defined score on them."""
+
+
+def has_level(metric: str, higher_is_better: bool) -> bool:
+    """Whether a score of ``metric`` must carry a chance level: every higher-is-better metric but
+    the ratios and rates of :data:`NO_LEVEL` (a lower-is-better score has none)."""
+    return higher_is_better and metric not in NO_LEVEL
 
 
 def majority(gold: Sequence, metric: Callable[[np.ndarray, np.ndarray], float] | None = None) -> float:
