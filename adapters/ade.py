@@ -31,9 +31,10 @@ Choices where the paper is open (the extraction also lost most inline symbols), 
   K = 500 (Tables 3-4 test 100-700; 500 is DBpedia-14's best and AG News' second best).
 * The word's largest weight is always kept, so n_w >= 1 even when none passes the threshold.
   The kept weights are stored as they are, not renormalised (Eq. 2 extracts them).
-* Stage 1 runs on minibatches of vocabulary rows by default (every row counts once), or on the
-  texts of a fit corpus (``fit_on=wikitext2_train`` / ``c4_sample``: frequent tokens count more;
-  rows that never occur keep their matching-pursuit start). Adam, lr 1e-2, steps per profile in
+* Stage 1 runs on running text by default, as Eq. 10 averages over the non-padding token
+  positions of a text batch (``fit_on=wikitext2_train``, or ``c4_sample``): frequent tokens count
+  more, and rows that never occur keep their matching-pursuit start. ``fit_on=vocab`` runs on
+  minibatches of vocabulary rows instead (every row counts once). Adam, lr 1e-2, steps per profile in
   ``BUDGETS``. The teacher is the input table of ``fit.teacher``, the runner's frozen copy of the
   unchanged model (``needs_teacher``).
 * After stage 1 the anchors are rescaled to unit mean length (the cosine loss leaves their scale
@@ -79,7 +80,7 @@ class AdeConfig:
     threshold: float = 0.05      # VP: an anchor stays active when its weight share is above this
     temperature: float = 0.1     # T[w] = softmax(logits[w] / temperature)
     sat: bool = True             # false: Appendix A's ablation, pooled anchors straight to the classifier
-    fit_on: Literal["vocab", "wikitext2_train", "c4_sample"] = "vocab"  # stage-1 distillation data
+    fit_on: Literal["vocab", "wikitext2_train", "c4_sample"] = "wikitext2_train"  # stage-1 data: running text (Eq. 10) or vocab rows
 
     def __post_init__(self) -> None:
         require_positive(K=self.K, max_anchors=self.max_anchors)
@@ -386,6 +387,11 @@ class AdeAdapter(Adapter):
     needs_teacher = True
     kinds = ("encoder",)
     heads = ("sequence_classification",)  # the SAT classifier replaces the encoder and its head
+    no_recovery: str = (
+        "ADE replaces the whole embedding module (and the encoder) with its own model, and its stage 1 "
+        "already distills the anchors from the unchanged model's table (paper 002 Eq. 10); the suite then "
+        "trains the new model end to end (stage 3), so there is no kept model to recover"
+    )
 
     def corpora(self) -> tuple[str, ...]:
         return () if self.config.fit_on == "vocab" else (self.config.fit_on,)

@@ -44,6 +44,16 @@ def test_config_rejects_bad_values(bad):
         AdeConfig(**bad)
 
 
+def test_stage_one_fits_on_running_text_by_default():
+    """Eq. 10 averages over the token positions of running text: the default declares that corpus;
+    fit_on=vocab declares none (it reads the teacher's table only)."""
+    from harness.adapters.ade import AdeAdapter
+
+    assert AdeAdapter().corpora() == ("wikitext2_train",)
+    assert AdeAdapter(AdeConfig(fit_on="vocab")).corpora() == ()
+    assert "Eq. 10" in AdeAdapter.no_recovery  # why the recovery stage (issue 32) skips ADE
+
+
 def test_matching_pursuit_recovers_a_sparse_non_negative_code():
     atoms = torch.eye(6)  # orthonormal: pursuit is exact
     points = torch.tensor([[0.0, 3.0, 0.0, 0.0, 1.0, 0.0], [2.0, 0.0, 0.0, 0.5, 0.0, 0.0]])
