@@ -36,13 +36,15 @@ def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landin
     same = (summary.suite == chart.suite) & (summary.model == chart.model) & (summary.profile == chart.profile)
     rows = summary[same & summary.task.eq(chart.task) & summary.metric.eq(chart.metric) & summary.setting.fillna("").eq(chart.setting or "")]
     points = frames.over_seeds(rows).assign(setting=lambda d: d.setting.fillna(""))
-    papers = frames.matching_papers(read("papers", path, (chart.suite,)), chart.suite, chart.task, chart.metric, chart.shots, chart.setting or "")
+    loaded, regimes = read("papers", path, (chart.suite,)), set(rows.regime)
+    papers = frames.matching_papers(loaded, chart.suite, chart.task, chart.metric, chart.shots, chart.setting or "", regimes)
+    others = frames.other_papers(loaded, chart.suite, chart.task, chart.metric, chart.shots, chart.setting or "", regimes)
     colours = plots.adapter_colours([*summary.adapter, *papers.method])
     selected = summary.set_index("run_id").variant.get(cell.run_id) if cell else None
     pareto, table, languages, efficiency, detail = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
     if pareto.open:
         with pareto:
-            pages.pareto(points, papers, colours, paper_rows, lambda: groups(path, rows), selected)
+            pages.pareto(points, papers, colours, paper_rows, lambda: groups(path, rows), selected, others)
 
     def shown(frame: pd.DataFrame) -> pd.DataFrame:  # the runs the sidebar's filters keep
         return frame[frame.run_id.isin(summary.run_id)]

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import io
 import json
-import re
+from collections.abc import Collection
 
 import pandas as pd
 
+from harness.results.reference import placement
 from harness.results.summary import MARKERS
 
 GROUP = ["suite", "model", "profile", "task", "metric", "setting"]  # one Pareto chart / heatmap each
@@ -43,11 +44,6 @@ def run_label(adapter: str, config: str | None) -> str:
     return adapter if label == "-" else f"{adapter} {label}"
 
 
-def task_key(task: str) -> str:
-    """Case and punctuation folded, so a paper's ``XNLI`` / ``SST-2`` meet the suite's ``xnli`` / ``sst2``."""
-    return re.sub(r"[^a-z0-9]", "", task.lower())
-
-
 def over_seeds(rows: pd.DataFrame, by_seed: bool = False) -> pd.DataFrame:
     """One row per configuration (variant), task, language and metric of summary rows
     (:mod:`harness.results.summary`): the mean over its seeds of scores, %Base and the comparison
@@ -64,40 +60,23 @@ def over_seeds(rows: pd.DataFrame, by_seed: bool = False) -> pd.DataFrame:
     return last.join(stats).reset_index()
 
 
-# A paper's name for what a suite scores under another name: lm-eval's ``acc`` is the papers'
-# ``accuracy``; paper 003's "ARC" is ARC-Challenge (its values are Challenge levels, see suites/lm_eval.py).
-METRIC_ALIASES = {"acc": "accuracy"}
-TASK_ALIASES = {("lm_eval", "arc"): "arcchallenge"}
-_SHOTS = re.compile(r"\b(\d+)-shot\b|\b(zero)-shot\b", re.IGNORECASE)
-
-
-def paper_shots(setting: str | None, notes: str | None) -> int | None:
-    """In-context examples a paper's row was scored with, read from its setting, else its notes
-    ("5-shot in-context", "zero-shot"); None where neither says."""
-    for text in (setting, notes):
-        found = _SHOTS.search(text) if isinstance(text, str) else None
-        if found:
-            return 0 if found.group(2) else int(found.group(1))
-    return None
-
-
 def matching_papers(
     papers: pd.DataFrame, suite: str, task: str, metric: str, shots: float | None = None, setting: str | None = None,
+    regimes: Collection[str] | None = None,
 ) -> pd.DataFrame:
-    """The papers' points for one chart: same suite and metric, same task up to case and punctuation
-    (and the aliases above); for a prompted task (``shots`` set), only rows scored with as many
-    in-context examples, so that a 0-shot run never sits beside a paper's 5-shot point; otherwise,
-    for runs whose suite declares a setting (``Score.setting``: zero-shot, multilingual, post-hoc ...),
-    only rows of that setting (a suite that declares none is matched on suite, task and metric)."""
-    metrics = {metric, METRIC_ALIASES.get(metric, metric)}
-    keys = papers.task.map(task_key)
-    keys = keys.where(~papers.suite.eq(suite), keys.map(lambda k: TASK_ALIASES.get((suite, k), k)))
-    same = papers.suite.eq(suite) & papers.metric.isin(metrics) & keys.eq(task_key(task))
-    if shots is not None and not pd.isna(shots):
-        same &= pd.Series([paper_shots(s, n) for s, n in zip(papers.setting, papers.notes)], index=papers.index, dtype=object).eq(int(shots))
-    elif setting:
-        same &= papers.setting.fillna("").eq(setting)
-    return papers[same]
+    """The papers' points for one chart: those :func:`harness.results.reference.placement` puts beside
+    its runs (same task and metric; same shot count for a prompted task, else the suite's declared
+    setting; same training regime where the chart's ``regimes`` are given)."""
+    placed = placement(papers, suite, task, metric, shots, setting, regimes)
+    return placed[placed.reason.eq("")]
+
+
+def other_papers(
+    papers: pd.DataFrame, suite: str, task: str, metric: str, shots: float | None, setting: str | None, regimes: Collection[str],
+) -> pd.DataFrame:
+    """The papers' points of the chart's suite and task that do not sit beside its runs, with the reason."""
+    placed = placement(papers, suite, task, metric, shots, setting, regimes)
+    return placed[placed.reason.ne("")]
 
 
 def pareto_frontier(points: pd.DataFrame, include_at_chance: bool = False) -> pd.DataFrame:

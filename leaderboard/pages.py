@@ -10,6 +10,7 @@ import streamlit as st
 from harness.leaderboard import frames, plots
 
 from harness.results.records import RunRecord
+from harness.results.reference import run_regime
 
 NO_MATCH = "No finished runs match the filters in the sidebar."
 TABLE_FORMATS = {
@@ -47,10 +48,17 @@ def _key(*parts) -> str:
     return "-".join(str(p) for p in parts)
 
 
+PAPER_OTHER_COLUMNS = {
+    "paper": "paper", "table": "table", "method": "method", "config": "config", "base_model": "base model", "family": "family",
+    "regime": "regime", "setting": "setting", "metric": "metric", "value": "reported", "pct_base": "%Base", "reason": "differs by",
+}
+
+
 def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], paper_rows: int,
-           groups: Callable[[], pd.Series] | None, selected: str | None) -> None:
+           groups: Callable[[], pd.Series] | None, selected: str | None, others: pd.DataFrame | None = None) -> None:
     """The chart of one view (suite, model, profile, task, metric): drawn at once, then redrawn with
-    the significance groups as marker shapes once they are computed (``groups``, by variant)."""
+    the significance groups as marker shapes once they are computed (``groups``, by variant); below
+    it the papers' points of the same task that another regime, setting or metric keeps off it."""
     show_papers = st.toggle("Show the papers' reported points (hollow markers)", value=True, key="papers", bind="query-params")
     include_at_chance = st.toggle("Let runs whose baseline is at chance (x markers) onto the frontier", value=False)
     if not paper_rows:
@@ -61,7 +69,8 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
         f"%Base of {r.metric} on {r.task}{prompted} (average over languages where scored per language; mean over seeds, whisker: sd) "
         "against the share of embedding parameters kept. Dashed: the Pareto frontier of the measured runs. "
         "x: the baseline is not significantly above chance, so %Base divides by noise (off the frontier unless "
-        f"toggled). Hollow: {len(papers)} points the papers report in the same setting for their own base models, "
+        f"toggled). Hollow: {len(papers)} points the papers report in the same training regime "
+        f"({', '.join(sorted(set(points.regime)))}), setting and metric for their own base models (family in the hover), "
         "%Base against their own baselines. Ring: the cell selected in the overview."
     )
     chart = st.empty()
@@ -72,6 +81,9 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
     if groups is not None:
         draw(points.assign(group=points.variant.map(groups())))
         st.caption(SIGNIFICANCE)
+    if others is not None and len(others):
+        with st.expander(f"Paper, other setting: {len(others)} points of this task not beside these runs, and why"):
+            st.dataframe(others[list(PAPER_OTHER_COLUMNS)].rename(columns=PAPER_OTHER_COLUMNS), hide_index=True)
 
 
 SIGNIFICANCE = (
@@ -166,9 +178,10 @@ def run_detail(runs: pd.DataFrame, load: Callable[[str], RunRecord], papers: pd.
     if record.scores:
         st.markdown("**Scores** (per language or task)")
         st.dataframe(pd.DataFrame(record.scores), hide_index=True)
-    if len(papers):
-        st.markdown("**The papers' points in this setting**")
-        st.dataframe(papers, hide_index=True)
+    mine = papers[papers.regime.eq(run_regime(record.spec.recipe, record.spec.adapter, record.spec.adapter_config))] if len(papers) else papers
+    if len(mine):
+        st.markdown("**The papers' points in this run's regime and setting**")
+        st.dataframe(mine, hide_index=True)
     if record.efficiency:
         st.markdown("**Efficiency**")
         st.dataframe(pd.DataFrame(record.efficiency).drop(columns="samples_ms"), hide_index=True)

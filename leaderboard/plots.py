@@ -81,14 +81,15 @@ def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter
 def _paper_trace(papers: pd.DataFrame, colours: dict[str, str]) -> go.Scatter:
     """Hollow markers in the colour of the paper's method, labelled paper and base model."""
     labels = [f"{p} paper · {m}" for p, m in zip(papers.paper, papers.base_model.fillna("?"))]
-    custom = list(zip(papers.method, papers.config.fillna("-"), papers.paper_setting.fillna("-"), papers.table, papers.value))
+    custom = list(zip(papers.method, papers.config.fillna("-"), papers.paper_setting.fillna("-"), papers.table, papers.value,
+                      papers.family, papers.regime))
     return go.Scatter(
         x=papers.emb_param_fraction, y=papers.pct_base, mode="markers+text", name=PAPERS_NAME, text=labels,
         textposition=label_positions(np.log10(papers.emb_param_fraction.to_numpy()), papers.pct_base.to_numpy()),
         textfont=dict(size=10, color=PAPER_COLOUR), customdata=custom,
         marker=dict(symbol="circle-open", size=11, color=[colours.get(m, PAPER_COLOUR) for m in papers.method], line=dict(width=2)),
         hovertemplate=(
-            "<b>%{text}</b><br>%{customdata[0]} %{customdata[1]}<br>setting %{customdata[2]}, "
+            "<b>%{text}</b><br>%{customdata[5]}<br>%{customdata[6]}<br>%{customdata[0]} %{customdata[1]}<br>setting %{customdata[2]}, "
             "%{customdata[3]}<br>reported %{customdata[4]}<br>%Base %{y:.1f}<br>"
             "embedding params kept %{x:.3%}<extra></extra>"
         ),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.results import summary
+from harness.results import reference, summary
 from harness.results.records import ItemOutputs
 from harness.results.store import Store
 
@@ -69,21 +69,22 @@ def landing(store: Store) -> Landing:
 
 
 def scores(store: Store, v: View) -> pd.DataFrame:
-    """The view's finished runs' scores, every language (the ``results`` view)."""
-    return store.query(
+    """The view's finished runs' scores, every language (the ``results`` view), configs as resolved."""
+    return summary.with_resolved_config(store.query(
         "SELECT run_id, model, adapter, config, suite, profile, seed, variant, task, language, metric, setting, shots, value, "
-        "pct_base, emb_param_fraction, finished_at FROM results WHERE " + _VIEW + " ORDER BY finished_at, run_id, task, language, metric",
+        "pct_base, emb_param_fraction, finished_at, (SELECT CAST(fit_details AS VARCHAR) FROM runs r WHERE r.run_id = results.run_id) AS fit_details "
+        "FROM results WHERE " + _VIEW + " ORDER BY finished_at, run_id, task, language, metric",
         v.params(),
-    )
+    ))
 
 
 def efficiency(store: Store, v: View) -> pd.DataFrame:
     """Timed phases of the view's finished runs, each beside the unchanged model's (same phase and
     shape): timed inside the same run (phase ``base:<phase>``) where recorded, else the baseline run's."""
     base = "coalesce(s.{0}, b.{0}) AS base_{0}"
-    return store.query(
-        "SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite, r.profile, "
-        "r.seed, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, "
+    return summary.with_resolved_config(store.query(
+        "SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, CAST(r.fit_details AS VARCHAR) AS fit_details, "
+        "r.suite, r.profile, r.seed, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, "
         f"{base.format('p50_ms')}, {base.format('throughput')}, {base.format('peak_mem_mb')} "
         "FROM efficiency e JOIN runs r USING (run_id) "
         "LEFT JOIN efficiency s ON s.run_id = e.run_id AND s.phase = 'base:' || e.phase "
@@ -93,16 +94,16 @@ def efficiency(store: Store, v: View) -> pd.DataFrame:
         "WHERE r.status = 'finished' AND e.phase NOT LIKE 'base:%' AND r.suite = ? AND r.model = ? AND r.profile = ? "
         "ORDER BY r.finished_at, e.phase",
         v.params(),
-    )
+    ))
 
 
 def runs(store: Store, v: View) -> pd.DataFrame:
     """The view's runs (running, finished, failed), newest first."""
-    return store.query(
-        "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, suite, profile, seed, "
-        f"started_at, error FROM runs WHERE {_VIEW} ORDER BY started_at DESC",
+    return summary.with_resolved_config(store.query(
+        "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, CAST(fit_details AS VARCHAR) AS fit_details, "
+        f"suite, profile, seed, started_at, error FROM runs WHERE {_VIEW} ORDER BY started_at DESC",
         v.params(),
-    )
+    ))
 
 
 def items(store: Store, run_ids: tuple[str, ...], task: str, metric: str) -> dict[str, list[ItemOutputs]]:
@@ -122,16 +123,20 @@ def items(store: Store, run_ids: tuple[str, ...], task: str, metric: str) -> dic
     return out
 
 
-def paper_points(store: Store, suites: tuple[str, ...]) -> pd.DataFrame:
-    """Papers' headline numbers that have Pareto coordinates: the overall or ``avg`` row, or the
-    only language printed (baselines left out: they sit at 100% and 1.0 by definition)."""
+def paper_points(store: Store, suites: tuple[str, ...], pareto: bool = True) -> pd.DataFrame:
+    """Papers' headline numbers: the overall or ``avg`` row, or the only language printed (baselines
+    left out: they sit at 100% and 1.0 by definition), with their training regime and model family
+    (:func:`harness.results.reference.annotate`); those with Pareto coordinates (%Base and an
+    embedding fraction), or with ``pareto=False`` every quality metric's row (``harness results --paper``)."""
     if "paper_results" not in _tables(store):
-        return pd.DataFrame(columns=list(PAPER_COLUMNS))
-    return store.query(
+        return reference.annotate(pd.DataFrame(columns=list(PAPER_COLUMNS)))
+    plotted = "pct_base IS NOT NULL AND emb_param_fraction IS NOT NULL" if pareto else "list_contains(?, metric)"
+    quality = [] if pareto else [sorted(reference.HIGHER_IS_BETTER | reference.LOWER_IS_BETTER)]
+    return reference.annotate(store.query(
         f"SELECT {_PAPER_SELECT} FROM (SELECT *, count(*) OVER (PARTITION BY paper, \"table\", method, base_model, "
         "config, suite, task, setting, metric) AS languages FROM paper_results) "
-        "WHERE list_contains(?, suite) AND method <> 'baseline' AND pct_base IS NOT NULL "
-        "AND emb_param_fraction IS NOT NULL AND (coalesce(language, 'avg') = 'avg' OR languages = 1) "
+        f"WHERE list_contains(?, suite) AND method <> 'baseline' AND {plotted} "
+        "AND (coalesce(language, 'avg') = 'avg' OR languages = 1) "
         'ORDER BY paper, "table", base_model, method, config',
-        [list(suites)],
-    )
+        [list(suites), *quality],
+    ))

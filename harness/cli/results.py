@@ -1,5 +1,8 @@
 """``harness results``: one row per run x task x language x metric, as a table, CSV or JSON; with
-``--aggregate``, one row per configuration over its seeds (mean and sd)."""
+``--aggregate``, one row per configuration over its seeds (mean and sd); with ``--paper``, each
+run's headline beside the papers' points of its regime, protocol and metric, and the papers' other
+points with why they differ; with ``--claims``, each seed paper's headline claims against the runs
+(:mod:`harness.results.claims`). Configs read as resolved (``k=0`` -> the ``k`` the fit chose)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,10 @@ from harness.leaderboard.frames import config_label
 
 from harness.cli.common import DbOption, user_errors
 from harness.errors import ConfigError
+from harness.leaderboard.queries import paper_points
+from harness.results import claims as paper_claims
+from harness.results import summary
+from harness.results.reference import placement
 from harness.results.store import Store
 
 COLUMNS = (
@@ -23,6 +30,11 @@ COLUMNS = (
 # averaged over seeds by --aggregate (mean and sample sd); a configuration is a run's variant (its config hash without the seed)
 AGGREGATED = ("value", "pct_base", "chance_adjusted_pct_base", "difference", "flip_rate")
 GROUP = ("variant", "model", "adapter", "config", "suite", "profile", "task", "language", "split", "metric", "setting")
+
+
+# the results view with each run's recipe and fit details (its regime and resolved config)
+_SOURCE = ("(SELECT v.*, CAST(r.recipe AS VARCHAR) AS recipe, CAST(r.fit_details AS VARCHAR) AS fit_details "
+           "FROM results v JOIN runs r USING (run_id))")
 
 
 def _where(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool) -> tuple[str, list]:
@@ -42,8 +54,8 @@ def fetch(store: Store, suite: str | None, adapter: str | None, model: str | Non
     """Finished runs' scores from the ``results`` view, filtered (stale runs only when asked, marked
     in the column ``stale``); parameterised SQL."""
     where, params = _where(store, suite, adapter, model, include_stale)
-    sql = f"SELECT {', '.join(COLUMNS)} FROM results {where} ORDER BY finished_at, run_id, task, language, metric"
-    frame = store.query(sql, params)
+    sql = f"SELECT {', '.join(COLUMNS)}, recipe, fit_details FROM {_SOURCE} {where} ORDER BY finished_at, run_id, task, language, metric"
+    frame = summary.with_run_facts(store.query(sql, params))
     stale = set(store.stale_run_ids()) if include_stale else set()
     return frame.assign(stale=frame.run_id.isin(stale))
 
@@ -55,11 +67,12 @@ def fetch_aggregate(store: Store, suite: str | None, adapter: str | None, model:
     stats = ", ".join(f"avg({c}) AS {c}_mean, stddev_samp({c}) AS {c}_sd" for c in AGGREGATED)
     sql = (
         f"SELECT {', '.join(GROUP)}, count(*) AS seeds, list(seed ORDER BY seed) AS seed_list, {stats}, "
-        "bool_and(baseline_above_chance) AS baseline_above_chance, any_value(emb_param_fraction) AS emb_param_fraction "
+        "bool_and(baseline_above_chance) AS baseline_above_chance, any_value(emb_param_fraction) AS emb_param_fraction, "
+        "any_value(recipe) AS recipe, any_value(fit_details) AS fit_details "
         f"FROM (SELECT *, row_number() OVER (PARTITION BY variant, seed, task, language, split, metric ORDER BY finished_at DESC) AS newest "
-        f"FROM results {where}) WHERE newest = 1 GROUP BY {', '.join(GROUP)} ORDER BY suite, model, adapter, config, task, language, metric"
+        f"FROM {_SOURCE} {where}) WHERE newest = 1 GROUP BY {', '.join(GROUP)} ORDER BY suite, model, adapter, config, task, language, metric"
     )
-    return store.query(sql, params)
+    return summary.with_run_facts(store.query(sql, params))
 
 
 def results(
@@ -70,14 +83,28 @@ def results(
     format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
     aggregate: Annotated[bool, typer.Option("--aggregate", help="One row per configuration: mean and sd over its seeds.")] = False,
     include_stale: Annotated[bool, typer.Option("--include-stale", help="Also runs made by other code (marked stale; never reused).")] = False,
+    paper: Annotated[bool, typer.Option("--paper", help="Each run's headline beside the papers' points of its regime, setting and metric; the others with why they differ.")] = False,
+    claims: Annotated[bool, typer.Option("--claims", help="Each seed paper's headline claims: the paper's figure, ours with its paired CI, a verdict.")] = False,
 ) -> None:
     """Scores of finished runs with CIs, %Base (raw, paired CI, chance-adjusted), McNemar p, flip rate,
     embedding-parameter fraction and storage; runs whose baseline is not above chance are flagged.
     Runs made by other code than the installed one are stale: hidden unless --include-stale."""
     with user_errors():
-        if format not in ("table", "csv", "json"):
-            raise ConfigError(f"unknown format '{format}'; use table, csv or json")
-        frame = (fetch_aggregate if aggregate else fetch)(Store(db), suite, adapter, model, include_stale)
+        formats = ("table", "csv", "json", "markdown") if claims or paper else ("table", "csv", "json")
+        if format not in formats:
+            raise ConfigError(f"unknown format '{format}'; use {', '.join(formats)}")
+        if paper and (claims or aggregate):
+            raise ConfigError("--paper shows runs' headlines; drop --claims / --aggregate (one view at a time)")
+        if claims and (aggregate or suite or adapter or model):
+            raise ConfigError("--claims reads every current run; drop --aggregate, --suite, --adapter and --model")
+        store = Store(db)
+        if claims:
+            return _write(paper_claims.table(store, include_stale=include_stale), format, "")
+        if paper:
+            beside, other = fetch_paper(store, suite, adapter, model, include_stale)
+            return _write(beside, format, "paper points beside runs (same regime, setting and metric)", other,
+                          "paper, other setting (not beside the run: reason)")
+        frame = (fetch_aggregate if aggregate else fetch)(store, suite, adapter, model, include_stale)
     if format == "csv":
         frame.to_csv(sys.stdout, index=False)
     elif format == "json":
@@ -86,6 +113,51 @@ def results(
         sys.stdout.write((_aggregate_table(frame) if aggregate else _table(frame)) + "\n")
         if any(at_chance(v) for v in frame.baseline_above_chance):
             sys.stdout.write("at chance: the baseline's 95% CI reaches the chance level, so %Base there is not meaningful (read chance-adj.)\n")
+
+
+PAPER_RUN = {"run_id": "run_id", "model": "model", "family_run": "family", "adapter": "adapter", "config": "config",
+             "task": "task", "metric": "metric", "setting_run": "setting", "regime_run": "regime", "pct_base_run": "%Base"}
+PAPER_SIDE = {"paper": "paper", "table": "table", "method": "method", "base_model": "base model", "family": "paper family",
+              "regime": "paper regime", "setting": "paper setting", "metric_paper": "paper metric", "pct_base": "paper %Base",
+              "emb_param_fraction": "paper emb. frac."}
+
+
+def fetch_paper(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each run headline's paper points (:func:`harness.results.reference.placement` with the run's
+    regime): those beside it, and the others of its suite and task with ``reason``."""
+    runs = summary.read(store)
+    keep = pd.Series(True, index=runs.index)
+    for column, value in (("suite", suite), ("adapter", adapter), ("model", model)):
+        if value is not None:
+            keep &= runs[column].eq(value)
+    if not include_stale:
+        keep &= ~runs.stale.astype(bool)
+    runs = runs[keep]
+    papers = paper_points(store, tuple(runs.suite.unique()), pareto=False)
+    placed = []
+    for r in runs.itertuples(index=False):
+        rows = placement(papers, r.suite, r.task, r.metric, r.shots, r.setting if isinstance(r.setting, str) else "", {r.regime})
+        run = {"run_id": r.run_id, "model": r.model, "family_run": r.family, "adapter": r.adapter, "config": config_label(r.config),
+               "task": r.task, "metric": r.metric, "setting_run": r.setting, "regime_run": r.regime, "pct_base_run": _pct_base(r.pct_base, r.pct_base_ci_low, r.pct_base_ci_high, r.unpaired_reason)}
+        placed.append(rows.rename(columns={"metric": "metric_paper"}).assign(**run))
+    frame = pd.concat(placed, ignore_index=True) if placed else pd.DataFrame(columns=[*PAPER_RUN, *PAPER_SIDE, "reason"])
+    columns = {**PAPER_RUN, **PAPER_SIDE}
+    beside = frame[frame.reason.eq("")][list(columns)].rename(columns=columns)
+    other = frame[frame.reason.ne("")][["run_id", *PAPER_SIDE, "reason"]].rename(columns=PAPER_SIDE)
+    return beside, other
+
+
+def _write(frame: pd.DataFrame, format: str, title: str, other: pd.DataFrame | None = None, other_title: str = "") -> None:
+    """One table (``--claims``) or two (``--paper``: beside, other setting) as table, markdown, CSV or JSON;
+    CSV and JSON put the second below the first with ``reason`` filled."""
+    frames = [(title, frame)] + ([(other_title, other)] if other is not None else [])
+    if format in ("csv", "json"):
+        rows = pd.concat([f for _, f in frames], ignore_index=True)
+        rows.to_csv(sys.stdout, index=False) if format == "csv" else sys.stdout.write(rows.to_json(orient="records", indent=1) + "\n")
+        return
+    for name, f in frames:
+        body = paper_claims.markdown(f) if format == "markdown" else (f.to_string(index=False) if len(f) else "(no rows)")
+        sys.stdout.write((f"{name} ({len(f)} rows)\n" if name else "") + body + "\n\n")
 
 
 def at_chance(above) -> bool:

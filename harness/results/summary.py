@@ -15,9 +15,12 @@ upkeep at write time and cannot go stale; a writer could materialise it (``CREAT
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from harness.results.fingerprint import code_fingerprint
+from harness.results.reference import model_family, run_regime
 from harness.results.store import Store
 
 # suite -> (task, metric) of its headline score, where the first stored avg row is not it
@@ -69,7 +72,8 @@ SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config
        s.task, s.language, s.metric, s.setting, s.shots, s.value, s.ci_low, s.ci_high, s.n, s.chance, s.higher_is_better,
        s.pct_base, k.pct_base_ci_low, k.pct_base_ci_high, k.chance_adjusted_pct_base, k.p_value, k.flip_rate,
        k.n_paired, CASE WHEN {MARKERS["unpaired"][0]} THEN coalesce(k.unpaired, '{UNPAIRED}') END AS unpaired_reason,
-       c.emb_param_fraction, c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at
+       c.emb_param_fraction, c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at,
+       CAST(r.recipe AS VARCHAR) AS recipe, CAST(r.fit_details AS VARCHAR) AS fit_details
        {_MARKER_COLUMNS}
 FROM headline JOIN scores s ON s.rowid = headline.score_row JOIN runs r ON r.run_id = s.run_id
 LEFT JOIN compression c ON c.run_id = r.run_id
@@ -81,7 +85,35 @@ LEFT JOIN comparisons k ON k.run_id = s.run_id AND k.task = s.task AND k.languag
 
 def read(store: Store) -> pd.DataFrame:
     """The summary rows of every finished run (one DuckDB query: about 0.2 s on 10,000 runs), after
-    the installed fingerprints of the adapters and suites whose runs carry one (a run without is stale)."""
+    the installed fingerprints of the adapters and suites whose runs carry one (a run without is stale);
+    ``config`` as resolved (:func:`resolved_config`), with the run's training ``regime`` and model
+    ``family`` (:mod:`harness.results.reference`)."""
     pairs = store.query("SELECT DISTINCT adapter, suite FROM runs WHERE status = 'finished' AND coalesce(code, '') <> ''")
     codes = [code_fingerprint(a, s) for a, s in zip(pairs.adapter, pairs.suite)]
-    return store.query(SQL, [list(pairs.adapter), list(pairs.suite), codes])
+    return with_run_facts(store.query(SQL, [list(pairs.adapter), list(pairs.suite), codes]))
+
+
+def with_run_facts(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a run's ``recipe`` and ``fit_details`` (JSON text) -> its resolved ``config``,
+    ``regime`` and ``family`` in their place."""
+    return with_resolved_config(rows.assign(
+        regime=[run_regime(r, a, c) for r, a, c in zip(rows.recipe, rows.adapter, rows.config)],
+        family=rows.model.map(model_family),
+    ).drop(columns="recipe"))
+
+
+def with_resolved_config(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows with ``config`` and the run's ``fit_details`` (JSON text) -> ``config`` as resolved."""
+    return rows.assign(config=[resolved_config(c, f) for c, f in zip(rows.config, rows.fit_details)]).drop(columns="fit_details")
+
+
+def resolved_config(config: str | None, fit_details: str | None) -> str:
+    """The configuration as the fit resolved it: a setting the fit reports under the same name with
+    another plain value takes that value (ASG's ``k=0``, paper 000's size rule, is the ``k`` it chose,
+    1,024 on a 250k vocabulary; the rule stays in the run's fit details as ``k_rule``)."""
+    written = json.loads(config or "{}")
+    fit = json.loads(fit_details or "null")
+    if not isinstance(fit, dict):
+        return config or "{}"
+    resolved = {k: fit[k] if isinstance(fit.get(k), (bool, int, float, str)) else v for k, v in written.items()}
+    return json.dumps(resolved) if resolved != written else config

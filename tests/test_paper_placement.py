@@ -1,0 +1,187 @@
+"""Paper points sit beside a run only in its training regime, protocol and metric (issue 31.2), and
+each seed paper's claims get a verdict from the stored runs (issue 33.6). The runs are records
+written through the store's API into a temporary store (records, not scores); the paper rows are
+the packaged CSV's, loaded as ``harness reference load`` does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.cli.results import fetch_paper
+from harness.results import claims, reference
+from harness.results.fingerprint import code_fingerprint
+from harness.results.records import (
+    CompressionReport,
+    FitReport,
+    ItemOutputs,
+    Provenance,
+    RunRecord,
+    RunSpec,
+    Score,
+)
+from harness.results.reference import read_paper_results
+from harness.results.store import Store
+
+TUNED = {"epochs": 2, "learning_rate": 1e-4}
+RECOVERED = {**TUNED, "recovery": {"steps": 100}}
+
+
+def _run(store: Store, run_id: str, adapter: str, suite: str, score: Score, recipe: dict, config: dict | None = None,
+         model: str = "minilm", items: tuple[float, ...] = (), finished: str = "2026-01-01T00:01:00+00:00", fit: dict | None = None) -> None:
+    """A finished run of the installed code (not stale) with one score (and its items, if given)."""
+    spec = RunSpec(model, "rev", adapter, config or {}, suite, {}, "quick", 0, recipe=recipe, code=code_fingerprint(adapter, suite))
+    prov = Provenance("sha", "pkg", "0.1", socket.gethostname(), 1, {}, {})
+    outputs = [ItemOutputs(score.task, score.language, score.split, score.metric, tuple(f"i{j}" for j in range(len(items))), items)] if items else []
+    store.save(RunRecord(
+        run_id=run_id, spec=spec, status="finished", started_at="2026-01-01T00:00:00+00:00", device="cpu", provenance=prov,
+        finished_at=finished, wall_s=1.0, compression=CompressionReport(100, 10, 400, 40, 1000, 910, 1000, 1000, 0),
+        fit=FitReport(1.0, fit or {}), scores=[score], items=outputs,
+    ))
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory) -> Path:
+    """A store holding the packaged paper rows (loaded once: 1,342 inserts take seconds)."""
+    path = tmp_path_factory.mktemp("papers") / "r.duckdb"
+    Store(path).replace_paper_results(read_paper_results())
+    return path
+
+
+@pytest.fixture
+def store(loaded, tmp_path) -> Store:
+    shutil.copy(loaded, tmp_path / "r.duckdb")
+    return Store(tmp_path / "r.duckdb")
+
+
+def _placed(store: Store):
+    """Per run: the (paper, table) shown beside it, and the reasons of those listed under other setting."""
+    beside, other = fetch_paper(store, None, None, None)
+
+    def of(run_id: str) -> tuple[set[tuple[str, str]], dict[tuple[str, str], set[str]]]:
+        mine = beside[beside.run_id.eq(run_id)]
+        reasons: dict[tuple[str, str], set[str]] = {}
+        for r in other[other.run_id.eq(run_id)].itertuples(index=False):
+            reasons.setdefault((r.paper, r.table), set()).add(r.reason)
+        return set(zip(mine.paper, mine.table)), reasons
+
+    return of, beside
+
+
+def test_each_seed_paper_has_a_run_it_sits_beside_and_one_it_does_not_with_the_reason(store):
+    accuracy = {"split": "test", "metric": "accuracy", "value": 0.8, "ci_low": 0.7, "ci_high": 0.9, "n": 100, "pct_base": 97.0}
+    _run(store, "asg-zs", "asg", "xnli", Score("xnli", "avg", setting="zero-shot", **accuracy), TUNED, {"k": 0}, model="me5-small")
+    _run(store, "asg-rec", "asg", "xnli", Score("xnli", "avg", setting="zero-shot", **accuracy), RECOVERED, {"k": 0}, model="me5-small")
+    _run(store, "ksub-glue", "ksub", "glue", Score("sst2", "en", setting="fine-tuned", **accuracy), TUNED, {"allocation": "clustered"})
+    _run(store, "ade", "ade", "ag_news", Score("ag_news", "en", setting="fine-tuned", **accuracy), TUNED, {"sat": True})
+    _run(store, "asg-news-rec", "asg", "ag_news", Score("ag_news", "en", setting="fine-tuned", **accuracy), RECOVERED)
+    prompted = {"split": "test", "metric": "acc", "value": 0.6, "n": 30, "pct_base": 98.0}
+    _run(store, "vd-5", "vocabdiet", "lm_eval", Score("boolq", "en", shots=5, setting="5-shot", **prompted), {}, {"distill": "stage2"}, model="smollm2")
+    _run(store, "vd-0", "vocabdiet", "lm_eval", Score("boolq", "en", shots=0, setting="0-shot", **prompted), {}, {"distill": "stage2"}, model="smollm2")
+    _run(store, "ms", "multisense", "glue", Score("sst2", "en", setting="fine-tuned", **accuracy), TUNED, {"k": 15})
+    _run(store, "ms-rec", "multisense", "glue", Score("sst2", "en", setting="fine-tuned", **accuracy), RECOVERED, {"k": 15})
+
+    placed, beside = _placed(store)
+
+    # 000 ASG (post hoc + fine-tuned): its zero-shot XNLI points beside a fine-tuned zero-shot run;
+    # beside a run that also had recovery training they are listed with the regime that differs
+    shown, reasons = placed("asg-zs")
+    assert ("asg", "Table 1") in shown
+    assert "setting: multilingual vs zero-shot" in reasons[("asg", "Table 1")]  # the same table's other protocol
+    shown, reasons = placed("asg-rec")
+    assert ("asg", "Table 1") not in shown
+    assert "regime: post hoc + fine-tuned vs post hoc + recovery + fine-tuned" in reasons[("asg", "Table 1")]
+
+    # 001 k-sub (pretrained from scratch with the method): beside no harness run, which never pretrains;
+    # a post-hoc k-sub run on GLUE lists them with the regime
+    shown, reasons = placed("ksub-glue")
+    assert not any(p == "ksub" for p, _ in shown)
+    assert reasons[("ksub", "Table 2")] == reasons[("ksub", "Table 3")] == {"regime: pretrained with the method vs post hoc + fine-tuned"}
+    possible = {reference.run_regime(r, a, c) for r in ({}, TUNED, RECOVERED, {"recovery": {"steps": 5}})
+                for a, c in (("asg", {}), ("vocabdiet", {"distill": "stage2"}))}
+    assert reference.PRETRAINED not in possible and {r.regime for r in read_paper_results() if r.paper == "ksub"} == {reference.PRETRAINED}
+
+    # 002 ADE (post hoc + fine-tuned): beside a fine-tuned AG News run, not beside one with recovery
+    assert ("ade", "Table 1") in placed("ade")[0] and ("ade", "Table 3") in placed("ade")[0]
+    shown, reasons = placed("asg-news-rec")
+    assert not any(p == "ade" for p, _ in shown)
+    assert "regime: post hoc + fine-tuned vs post hoc + recovery + fine-tuned" in reasons[("ade", "Table 3")]
+    assert "regime: post hoc + fine-tuned vs post hoc + recovery + fine-tuned; metric: f1 vs accuracy" in reasons[("ade", "Table 3")]
+
+    # 003 Vocab Diet (post-hoc training = recovery, 5-shot): beside a 5-shot run after distillation, not a 0-shot one
+    assert ("vocabdiet", "Table 3") in placed("vd-5")[0]
+    shown, reasons = placed("vd-0")
+    assert ("vocabdiet", "Table 3") not in shown and reasons[("vocabdiet", "Table 3")] == {"setting: 5-shot vs 0-shot"}
+
+    # 004 multi-sense (drop-in on the fine-tuned model): beside a fine-tuned GLUE run, with both families shown
+    ms = beside[beside.run_id.eq("ms") & beside.paper.eq("multisense")]
+    assert set(ms.table) == {"Table 1", "Table 3", "Table 11"}
+    assert set(ms["paper family"]) >= {"DeBERTa-v3-large encoder (24L x 1024)"} and set(ms.family) == {reference.model_family("minilm")}
+    shown, reasons = placed("ms-rec")
+    assert not any(p == "multisense" for p, _ in shown)
+    assert reasons[("multisense", "Table 1")] == {"regime: post hoc + fine-tuned vs post hoc + recovery + fine-tuned"}
+
+
+def test_results_paper_prints_both_tables_and_the_resolved_config(store):
+    _run(store, "asg-zs", "asg", "xnli", Score("xnli", "avg", "test", "accuracy", 0.8, n=100, pct_base=97.0, setting="zero-shot"),
+         TUNED, {"k": 0, "m": 48}, model="me5-small", fit={"k": 1024, "k_rule": "paper 000: power of two nearest 0.45% of V"})
+    out = CliRunner().invoke(app, ["results", "--db", str(store.path), "--paper"])
+    assert out.exit_code == 0, out.output
+    beside, other = out.output.split("paper, other setting")
+    assert "asg-zs" in beside and "k=1024 m=48" in beside and "k=0" not in beside  # the k the fit chose, not the written 0
+    assert "setting: multilingual vs zero-shot" in other
+    listed = CliRunner().invoke(app, ["results", "--db", str(store.path)])
+    assert "k=1024 m=48" in listed.output and "k=0" not in listed.output
+    bad = CliRunner().invoke(app, ["results", "--db", str(store.path), "--paper", "--aggregate"])
+    assert bad.exit_code != 0 and "one view at a time" in bad.output
+
+
+def _claim(store: Store, paper: str, table: str) -> dict:
+    frame = claims.table(store)
+    (row,) = frame[frame.paper.str.endswith(paper) & frame.table.eq(table)].to_dict("records")
+    return row
+
+
+def test_a_level_claims_verdict_follows_the_stored_figure(store):
+    """Paper 004 Table 1: the drop-in within 3% of the base on GLUE (paper: 98.7% over its tasks)."""
+    assert _claim(store, "multisense", "Table 1")["verdict"] == "no run yet"
+    glue = {"split": "test", "metric": "score", "n": 400, "setting": "fine-tuned"}
+    _run(store, "ms-good", "multisense", "glue", Score("glue", "avg", value=0.80, pct_base=98.5, **glue), TUNED, {"k": 15})
+    row = _claim(store, "multisense", "Table 1")
+    assert row["verdict"] == "agrees" and row["runs"] == "ms-good" and row["paper figure"] == "98.7%"
+    _run(store, "ms-bad", "multisense", "glue", Score("glue", "avg", value=0.70, pct_base=90.0, **glue), TUNED, {"k": 15},
+         finished="2026-01-01T00:02:00+00:00")
+    assert _claim(store, "multisense", "Table 1")["verdict"] == "does not"  # the newest run counts
+
+
+def test_a_contrast_claims_verdict_follows_the_paired_items(store):
+    """Paper 002 Table 3: ADE with SAT > without (paper: 90.18 / 72.20 = 124.9%), paired over the items."""
+    score = {"split": "test", "metric": "accuracy", "n": 40, "setting": "fine-tuned"}
+    better, worse = (1.0,) * 30 + (0.0,) * 10, (1.0,) * 20 + (0.0,) * 20
+    _run(store, "sat", "ade", "ag_news", Score("ag_news", "en", value=0.75, **score), TUNED, {"sat": True}, items=better)
+    _run(store, "nosat", "ade", "ag_news", Score("ag_news", "en", value=0.5, **score), TUNED, {"sat": False}, items=worse)
+    row = _claim(store, "ade", "Table 3")
+    assert row["verdict"] == "agrees" and row["harness figure [95% CI]"].startswith("150.0%") and row["runs"] == "sat vs nosat"
+    _run(store, "sat2", "ade", "ag_news", Score("ag_news", "en", value=0.5, **score), TUNED, {"sat": True}, items=worse,
+         finished="2026-01-01T00:02:00+00:00")
+    _run(store, "nosat2", "ade", "ag_news", Score("ag_news", "en", value=0.75, **score), TUNED, {"sat": False}, items=better,
+         finished="2026-01-01T00:02:00+00:00")
+    row = _claim(store, "ade", "Table 3")
+    assert row["verdict"] == "does not" and row["harness figure [95% CI]"].startswith("66.7%")
+
+
+def test_a_claim_in_another_setting_says_why_and_markdown_has_every_claim(store):
+    _run(store, "vd-0", "vocabdiet", "lm_eval", Score("paper003_avg6", "en", "test", "acc", 0.5, n=300, pct_base=99.0, shots=0, setting="0-shot"),
+         {}, {"distill": "stage2"}, model="smollm2")
+    assert _claim(store, "vocabdiet", "Table 3")["verdict"] == "setting differs: setting: 5-shot vs 0-shot"
+    out = CliRunner().invoke(app, ["results", "--db", str(store.path), "--claims", "-f", "markdown"])
+    assert out.exit_code == 0, out.output
+    lines = [line for line in out.output.splitlines() if line.startswith("| 00")]
+    assert len(lines) == len(claims.CLAIMS) and all(line.count(" | ") == len(claims.COLUMNS) - 1 for line in lines)
+    assert json.loads(CliRunner().invoke(app, ["results", "--db", str(store.path), "--claims", "-f", "json"]).output)[0]["paper"] == "000 asg"
