@@ -3,15 +3,18 @@ replaced by senses from a dictionary built over a fit corpus.
 
 1. Sense dictionary: the model (as the suite fine-tuned it: stage ``after_finetune``) runs over
    the fit corpus; each token's last-layer vectors (a uniform sample of at most ``cap``) are
-   clustered into at most ``k`` senses, by k-means (faiss) or, with ``clustering=mcl``, with a
-   per-token k from Markov clustering (Appendix C); see :mod:`harness.methods.senses`.
+   clustered into senses: at most ``k`` by k-means (faiss), or, with ``clustering=mcl``, as many
+   as Markov clustering gives the token (Appendix C: k_t from the MCL cluster count, as the
+   authors' a1_kmeans_withmcl.py; ``k`` does not cap it, so a token can have more than k senses, as
+   20% of Llama's have more than 15 in Table 6); see :mod:`harness.methods.senses`.
 2. Drop-in: at inference each token's last-layer vector m_t is replaced by its sense of largest
    dot product <m_t, s_t^(i)>, then the model's own head runs (a mean-pooled classifier, BERT's
    first-token pooler, an LM head, MTEB's mean pooling). Tokens without an entry keep m_t.
 
 Reported with the run (``details``): dictionary bytes (also in the compression report's stored
 bytes: the dictionary is part of the model's state), tokens with senses, the senses-per-token
-histogram and the share of tokens with fewer than k senses (paper 004 Table 5's "< 15 senses").
+histogram, the share of tokens with fewer than k senses (paper 004 Table 5's "< 15 senses") and
+Table 6's bins (``table6``: tokens with at most / more than 15 senses).
 
 Choices where the paper is silent:
 
@@ -26,9 +29,10 @@ Choices where the paper is silent:
   the paper first made Llama bidirectional with LLM2Vec, which is not available offline (paper
   004 Limitation 2 names the causal states as the alternative).
 * Word similarity (paper 004 Appendix E) needs senses of whole words, not tokens:
-  :meth:`MultisenseAdapter.word_senses` gives them for a word-similarity suite to score by the
-  maximum dot product over sense pairs, clustered from the model's own vectors (the token drop-in
-  suspended), as the paper builds its word-level dictionary from the encoder's last layer.
+  :meth:`MultisenseAdapter.word_senses` gives each word at most ``k`` (k-means; Appendix E uses
+  k = 5) for a word-similarity suite to score by the maximum dot product over sense pairs,
+  clustered from the model's own vectors (the token drop-in suspended), as the paper builds its
+  word-level dictionary from the encoder's last layer.
 """
 
 from __future__ import annotations
@@ -71,13 +75,14 @@ class MultisenseAdapter(Adapter):
         return Compressed(model.eval(), details={"clustering": self.config.clustering, **facts})
 
     def word_senses(self, model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *,
-                    k: int = 5, cap: int = 1000, seed: int = 0) -> list[np.ndarray]:
-        """Paper 004 Appendix E: senses of whole words, one (k_w, D) matrix per word (k_w <= k; for a
-        word without occurrences, its vector encoded alone): k-means over each word's contextual
-        occurrences in ``texts`` (:func:`harness.methods.senses.word_senses`: a word's vector in a context is
-        the mean of its tokens' last-layer vectors). The vectors are the model's own, read with the
-        token drop-in suspended: the paper builds the word-level dictionary from the encoder's last
-        hidden layer, not from token senses. A suite scores a pair by the maximum dot product over
-        their senses (:func:`harness.methods.senses.max_sense_similarity`)."""
+                    cap: int = 1000, seed: int = 0) -> list[np.ndarray]:
+        """Paper 004 Appendix E: senses of whole words, one (k_w, D) matrix per word, k_w <= the
+        adapter's ``k``: k-means over each word's contextual occurrences in ``texts`` (at most
+        ``cap``; a word without any has its vector encoded alone as its one occurrence), by
+        :func:`harness.methods.senses.word_senses` (a word's vector in a context is the mean of its
+        tokens' last-layer vectors; one sense is the mean of the occurrences). The vectors are the
+        model's own, read with the token drop-in suspended: the paper builds the word-level
+        dictionary from the encoder's last hidden layer, not from token senses. A suite scores a pair
+        by the maximum dot product over their senses (:func:`harness.methods.senses.max_similarity`)."""
         with model.sense_dictionary.suspended():
-            return senses.word_senses(model, tokenizer, texts, words, k=k, cap=cap, seed=seed)
+            return senses.word_senses(model, tokenizer, texts, words, k=self.config.k, cap=cap, seed=seed)

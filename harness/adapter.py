@@ -264,15 +264,17 @@ class WordSenses(Protocol):
     """An optional adapter method for methods with senses (paper 004 Appendix E); a suite that
     scores words (``word_sim``) uses it when the run's adapter has it.
 
-    ``word_senses(model, tokenizer, texts, words, k=..., cap=..., seed=...)`` returns one ``(k_w, D)``
-    float array per word of ``words``: at most ``k`` senses drawn from at most ``cap`` of the word's
-    occurrences in ``texts``; a word without occurrences gets one sense, its vector encoded alone from
-    the same layer (:func:`harness.methods.senses.word_senses` does both). ``model`` is the model as the adapter
+    ``word_senses(model, tokenizer, texts, words, cap=..., seed=...)`` returns one ``(k_w, D)``
+    float array per word of ``words``: the method's own number of senses (multisense: at most its
+    ``k``) drawn from at most ``cap`` of the word's occurrences in ``texts``; a word without
+    occurrences has one occurrence, its vector encoded alone from the same layer
+    (:func:`harness.methods.senses.word_senses` does both). ``model`` is the model as the adapter
     returned it; the method reads the contextual vectors its senses come from (paper 004: the
     encoder's last hidden layer, before any drop-in). The suite scores a word pair by the largest
-    dot product over their senses (:func:`harness.methods.senses.max_sense_similarity`).
-    ``MultisenseAdapter.word_senses`` is the implementation on hand.
+    dot product over their senses (:func:`harness.methods.senses.max_similarity`), and the baseline
+    by the same over the unclustered occurrences. ``MultisenseAdapter.word_senses`` is the
+    implementation on hand.
     """
 
     def word_senses(self, model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *,
-                    k: int, cap: int, seed: int) -> list[np.ndarray]: ...
+                    cap: int, seed: int) -> list[np.ndarray]: ...

@@ -1,41 +1,44 @@
 """Word similarity: Spearman correlation between a model's word similarities and human ratings.
 
 No training. For every pair of a data set (``<data dir>/word_similarity/EN-<set>.txt``, lines
-``word1<TAB>word2<TAB>score``) the model's similarity is the cosine of the two words' vectors, and
-the score is Spearman's rho with the gold ratings, per data set and averaged over the sets (paper
-004 Table 10 averages its sets unweighted), each with a bootstrap CI over pairs; chance is 0; setting
-``intrinsic``. Per-item outputs: each pair's model similarity and gold rating (Spearman's items,
-:func:`harness.suite.statistic_items`), stored under the set's task and again under task ``word_sim``
-with the set as language, so the sets and their average get the runner's paired CI. The sets
-overlap (WS-353-SIM and -REL are subsets of WS-353-ALL, MC-30 of RG-65), so the average keeps every
-set, as paper 004 does, and its bootstrap resamples word pairs as clusters (:func:`pair_key`): a pair
-in three sets is drawn once for all three.
+``word1<TAB>word2<TAB>score``) the model scores the two words, and the score is Spearman's rho with
+the gold ratings, per data set and averaged over the sets (paper 004 Table 10 averages its sets
+unweighted), each with a bootstrap CI over pairs; chance is 0; setting ``intrinsic``. Per-item
+outputs: each pair's model similarity and gold rating (Spearman's items,
+:func:`harness.suite.statistic_items`), stored under the set's task and again under task
+``word_sim`` with the set as language, so the sets and their average get the runner's paired CI.
+The sets overlap (WS-353-SIM and -REL are subsets of WS-353-ALL, MC-30 of RG-65), so the average
+keeps every set, as paper 004 does, and its bootstrap resamples word pairs as clusters
+(:func:`pair_key`): a pair in three sets is drawn once for all three.
 
-A word's vector is the mean of its sub-token vectors (the word tokenized alone, no special tokens),
-taken from (``--set vectors=``):
+A word's vector in a context is the mean of its sub-token vectors in the model's last hidden layer
+(:func:`harness.methods.senses.word_vectors`). Its occurrences come from a context corpus
+(``--set contexts=wikitext2_train``, WikiText-2 train: Wikipedia, as paper 004's 5% of English
+Wikipedia): at most the budget's ``contexts_per_word`` sentences per word (the paper's 8,000 in the
+``paper`` profile), a seeded uniform sample of the word's occurrences in them. A word that never
+occurs there has one occurrence, its vector encoded alone (count in the details), so every pair is
+scored. With ``vectors=contextual`` (default) the scores are (metric names):
 
-* ``contextual`` (default): the last hidden layer with the word encoded alone (with the model's
-  special tokens, which are left out of the mean);
-* ``static``: the input embedding table. A table adapter (asg, sg, ksub, quant ...) changes these
-  vectors directly, so with ``vectors=contextual`` the static table is scored as well (metric
-  ``spearman_static``): the effect of the method on the table itself, beside its effect on the model.
+* ``spearman`` (headline): paper 004 Appendix E's scoring, a pair scores the largest dot product
+  over the two words' vectors (:func:`harness.methods.senses.max_similarity`). An adapter with
+  senses (:class:`harness.adapter.WordSenses`, paper 004's ``multisense``) gives each word its k
+  senses, clustered from exactly these occurrences read from the unchanged model (its drop-in
+  suspended); every other run, the baseline included, uses the occurrences themselves, unclustered,
+  read through the model as the adapter returned it. So the baseline's headline is the same function
+  over the same vectors as the senses': %Base isolates what clustering the occurrences into k senses
+  loses (with k >= ``contexts_per_word`` the senses are the occurrences and %Base is 100).
+* ``spearman_mean_context``: the cosine of the words' mean occurrence vectors (the one-sense
+  version without the dot product's norms).
+* ``spearman_alone``: the cosine of the words encoded alone (with the model's special tokens, left
+  out of the mean): no context at all.
+* ``spearman_static``: the cosine of the mean of the words' rows of the input embedding table. A
+  table adapter (asg, sg, ksub, quant ...) changes these directly: the effect of the method on the
+  table itself, beside its effect on the model.
 
-With ``vectors=contextual`` a third representation is scored (metric ``spearman_mean_context``): a
-word's mean contextual vector, the mean over its occurrences in the context sentences (below) of the
-mean of its tokens' last-layer vectors (:func:`harness.methods.senses.word_vectors`); a word that never
-occurs there keeps its encoded-alone vector. It is the one-sense version of paper 004's word
-senses, the reference its max-over-senses score is read against.
-
-Adapters with senses (:class:`harness.adapter.WordSenses`, paper 004's ``multisense``) are scored as
-paper 004 Appendix E does (headline ``spearman``): each word's senses come from its occurrences in a context corpus
-(``--set contexts=wikitext2_train``, WikiText-2 train: Wikipedia, as the paper's 5% of English
-Wikipedia; at most the budget's ``contexts_per_word`` sentences per word, the paper's 8,000 in the
-``paper`` profile; k = 5 senses), read by the adapter from the model's own last layer (a token
-drop-in suspended, as the paper's word-level dictionary is built from the encoder), and a pair
-scores the largest dot product over their sense pairs. The run's ``spearman_mean_context`` reads
-the same sentences through the model as the adapter returned it (with its drop-in).
-A word that never occurs in the contexts gets its vector encoded alone, from the same layer, as its
-one sense, so every pair is scored (the count is in the details).
+The three references are read through the model as the adapter returned it (multisense: with its
+token drop-in), so each pairs with the baseline's same metric. With ``vectors=static`` the headline
+is the static cosine alone. The run's details say which figure is the headline and why
+(``headline``), with the senses per word and the words whose occurrences were clustered.
 
 Out-of-vocabulary words: the tokenizers here are sub-word tokenizers, so every word has a vector
 (a rare word is the mean of its pieces; the details count words split into several pieces and
@@ -67,7 +70,6 @@ from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Tas
 
 SETS = ("MC-30", "RG-65", "WS-353-ALL", "WS-353-SIM", "WS-353-REL", "MTurk-287", "MEN-TR-3k")
 SETTING = "intrinsic"  # no training: the model's own word vectors against human ratings (paper 004 Table 10)
-SENSES_PER_WORD = 5  # paper 004 Appendix E: k = 5 senses per word
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -185,7 +187,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 class WordSimilarity(Suite):
     name = "word_sim"
-    description = "Word similarity: Spearman of word-vector cosines (or paper 004's max over senses) with human ratings"
+    description = "Word similarity: Spearman of paper 004's max dot product over context occurrences (or a method's senses) with human ratings"
     head = Head("base")
     kinds = ("encoder", "decoder")
     default_model = "minilm"
@@ -237,25 +239,37 @@ class WordSimilarity(Suite):
     def _similarities(self, model: Any, tokenizer: Any, words: list[str], static: np.ndarray, data: SuiteData,
                       ctx: SuiteContext) -> tuple[dict[str, Any], dict[str, Any]]:
         """The similarity of word index pairs per metric (the headline ``spearman`` first), and how
-        they were computed."""
-        def of(vectors: np.ndarray):
+        they were computed (module docstring)."""
+        def cosines(vectors: np.ndarray):
             return lambda a, b: cosine(vectors[a], vectors[b])
 
+        def best_dot(sets: list[np.ndarray]):
+            return lambda a, b: senses.max_similarity(sets, a, b)
+
         if ctx.config.vectors == "static":
-            return {"spearman": of(static)}, {"representation": "static"}
-        alone = senses.alone_vectors(model, tokenizer, words, ctx.budget.batch_size)
-        texts = context_sentences(data.splits["contexts"], words, ctx.budget.contexts_per_word, ctx.seed)
-        found = senses.word_vectors(model, tokenizer, texts, words, cap=ctx.budget.contexts_per_word, seed=ctx.seed)
-        means = alone.copy()
-        for i, word in enumerate(found.ids):
-            means[word] = found.of(i).astype(np.float32).mean(0)
-        facts = {"representation": "contextual", "context_sentences": len(texts), "words_without_contexts": len(words) - len(found.ids)}
-        measures = {"spearman": of(alone), "spearman_static": of(static), "spearman_mean_context": of(means)}
+            return {"spearman": cosines(static)}, {"representation": "static", "headline": "spearman: cosine of the static table's word vectors"}
+        budget = ctx.budget
+        alone = senses.alone_vectors(model, tokenizer, words, budget.batch_size)
+        texts = context_sentences(data.splits["contexts"], words, budget.contexts_per_word, ctx.seed)
+        found = senses.word_vectors(model, tokenizer, texts, words, cap=budget.contexts_per_word, seed=ctx.seed)
+        occurrences = senses.word_occurrences(found, alone)
+        facts: dict[str, Any] = {
+            "representation": "occurrences", "context_sentences": len(texts), "words_without_contexts": len(words) - len(found.ids),
+            "occurrences_per_word_histogram": _histogram(occurrences),
+            "headline": ("spearman: the largest dot product over the two words' context occurrences, unclustered (paper 004 "
+                         "Appendix E's scoring), the function a method's senses are scored with over the same contexts"),
+        }
+        measures = {"spearman": best_dot(occurrences), "spearman_mean_context": cosines(np.stack([o.mean(0) for o in occurrences])),
+                    "spearman_alone": cosines(alone), "spearman_static": cosines(static)}
         if isinstance(ctx.adapter, WordSenses):
-            found_senses = ctx.adapter.word_senses(model, tokenizer, texts, words, k=SENSES_PER_WORD,
-                                                   cap=ctx.budget.contexts_per_word, seed=ctx.seed)
-            measures["spearman"] = lambda a, b: np.array([senses.max_sense_similarity(found_senses[i], found_senses[j]) for i, j in zip(a, b)])
-            facts.update(representation="senses", senses_per_word=SENSES_PER_WORD, senses=sum(len(s) for s in found_senses))
+            found_senses = ctx.adapter.word_senses(model, tokenizer, texts, words, cap=budget.contexts_per_word, seed=ctx.seed)
+            measures["spearman"] = best_dot(found_senses)
+            facts.update(
+                representation="senses", senses=sum(len(s) for s in found_senses), senses_per_word_histogram=_histogram(found_senses),
+                words_clustered=sum(len(s) < len(o) for s, o in zip(found_senses, occurrences)),
+                headline=("spearman: the largest dot product over the two words' senses (paper 004 Appendix E), clustered from "
+                          "their context occurrences read from the unchanged model; the baseline scores the same function over "
+                          "those occurrences unclustered, so %Base isolates the clustering"))
         return measures, facts
 
     @staticmethod
@@ -265,3 +279,9 @@ class WordSimilarity(Suite):
         unk = tokenizer.unk_token_id
         return {"words": len(words), "words_split": sum(len(p) > 1 for p in pieces),
                 "words_with_unknown_piece": sum(unk is not None and unk in p for p in pieces)}
+
+
+def _histogram(sets: list[np.ndarray]) -> dict[int, int]:
+    """Rows per word (occurrences or senses) -> words."""
+    sizes, counts = np.unique([len(s) for s in sets], return_counts=True)
+    return {int(n): int(c) for n, c in zip(sizes, counts)}

@@ -86,15 +86,37 @@ def test_too_little_text_for_min_count_is_a_data_error(sampled):
         senses.build(sampled, VOCAB, k=4, clustering="kmeans", min_count=10_000)
 
 
+def _groups(n_groups: int, per_group: int, seed: int = 0, dim: int = 16) -> np.ndarray:
+    """Points in ``n_groups`` tight, far-apart groups."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(n_groups, dim)) * 10
+    return np.concatenate([c + 0.1 * rng.normal(size=(per_group, dim)) for c in centers])
+
+
 def test_mcl_finds_separated_groups_and_sets_k_from_them():
-    rng = np.random.default_rng(0)
-    centers = rng.normal(size=(3, 16)) * 10
-    points = np.concatenate([c + 0.1 * rng.normal(size=(30, 16)) for c in centers])
+    points = _groups(3, 30)
     assert senses.mcl_clusters(points) == 3
-    # c = 3 clusters (<= 900): k_t = max(int(0.1 * 3), 5) = 5, capped by k
+    # c = 3 clusters (<= 900): k_t = max(int(0.1 * 3), 5) = 5, whatever k (it caps only k-means)
     assert senses.senses_wanted(points, 15, "mcl") == 5
-    assert senses.senses_wanted(points, 4, "mcl") == 4
-    assert senses.senses_wanted(points[:4], 15, "mcl") == 4  # under 5 vectors: kept as they are
+    assert senses.senses_wanted(points, 4, "mcl") == 5
+    assert senses.senses_wanted(points, 4, "kmeans") == 4
+    assert senses.senses_wanted(points[:4], 2, "mcl") == 4  # under 5 vectors: kept as they are
+    assert senses.senses_wanted(points[:7], 15, "mcl") <= 7  # never more senses than vectors
+
+
+def test_mcl_gives_a_token_more_than_k_senses_and_table6_counts_it():
+    """Paper 004 Table 6: with MCL each token gets its own number of senses, more than 15 for a
+    fifth of Llama's tokens. 170 separated groups: c = 170, k_t = int(0.1 * 170) = 17 > k = 15."""
+    many, few = _groups(170, 2, seed=1, dim=64), _groups(3, 30, seed=2, dim=64)  # 64 dimensions: no two of 170 groups touch
+    vectors = np.concatenate([many, few]).astype(np.float16)
+    sampled = senses.TokenVectors(np.array([3, 7]), np.array([0, len(many), len(vectors)]), vectors, np.array([len(many), len(few)]), len(vectors))
+    d = senses.build(sampled, VOCAB, k=15, clustering="mcl", fp16=False)
+    assert d.counts()[3] == 17 and d.counts()[7] == 5
+    assert senses.build(sampled, VOCAB, k=15, clustering="kmeans").counts()[3] == 15
+    stats = d.statistics(15)
+    assert stats["senses_per_token_histogram"] == {5: 1, 17: 1}
+    assert stats["table6"] == {"n_valid_tokens": 2, "n_tokens_le15_senses": 1, "pct_tokens_le15_senses": 50.0,
+                               "n_tokens_gt15_senses": 1, "pct_tokens_gt15_senses": 50.0}
 
 
 def test_drop_in_picks_the_largest_dot_product_and_feeds_the_pooler(tiny_encoder, sampled, windows):
@@ -127,7 +149,9 @@ def test_drop_in_picks_the_largest_dot_product_and_feeds_the_pooler(tiny_encoder
 def test_one_sense_per_token_makes_vectors_static(sampled):
     d = senses.build(sampled, VOCAB, k=1, clustering="kmeans", fp16=False)
     i = int(np.flatnonzero(sampled.ids == 1)[0])
-    assert torch.allclose(d.senses[d.offsets[1]], torch.from_numpy(sampled.of(i).astype(np.float32).mean(0)), atol=1e-4)
+    assert torch.equal(d.senses[d.offsets[1]], torch.from_numpy(sampled.of(i).astype(np.float32).mean(0)))  # the mean, exactly
+    many = np.random.default_rng(0).normal(size=(600, 8))  # more than faiss's 256 training points for one centroid
+    np.testing.assert_array_equal(senses.token_senses(many, 1, "kmeans", 0), many.astype(np.float32).mean(0, keepdims=True))
     a, b = torch.randn(1, 1, 32), torch.randn(1, 1, 32)
     ids = torch.tensor([[1]])
     assert torch.equal(d.choose(ids, a), d.choose(ids, b))
@@ -206,6 +230,11 @@ def test_word_senses_average_a_words_tokens_and_score_by_the_best_pair(minilm_re
     words = ["bank", "snowboarding", "absent"]
     found = senses.word_senses(model, tokenizer, texts, words, k=2, cap=10, seed=0)
     assert [len(s) for s in found] == [2, 1, 1]
+    occurrences = senses.word_occurrences(senses.word_vectors(model, tokenizer, texts, words, cap=10, seed=0),
+                                          senses.alone_vectors(model, tokenizer, words))
+    assert [len(o) for o in occurrences] == [3, 1, 1]  # bank three times, "absent" alone
+    one = senses.word_senses(model, tokenizer, texts, words, k=1, cap=10, seed=0)
+    np.testing.assert_array_equal(one[0], occurrences[0].mean(0, keepdims=True))  # one sense: the mean occurrence
     np.testing.assert_allclose(found[2], senses.alone_vectors(model, tokenizer, ["absent"]), atol=1e-5)  # no occurrence: the word alone
     enc = tokenizer(["Snowboarding", "is", "fun.", "A", "BANK!"], is_split_into_words=True, return_tensors="pt")
     with torch.no_grad():
@@ -213,8 +242,10 @@ def test_word_senses_average_a_words_tokens_and_score_by_the_best_pair(minilm_re
     pieces = [i for i, w in enumerate(enc.word_ids(0)) if w == 0]
     assert len(pieces) > 1  # a word of several word pieces: its vector is their mean
     assert np.allclose(found[1][0], hidden[pieces].mean(0).numpy(), atol=1e-2)
-    assert senses.max_sense_similarity(found[0], found[1]) == pytest.approx(float((found[0] @ found[1].T).max()))
-    assert np.isnan(senses.max_sense_similarity(found[0], found[2][:0]))
+    scores = senses.max_similarity([*found, found[2][:0]], np.array([0, 0, 0]), np.array([1, 2, 3]))
+    assert scores[0] == pytest.approx(max(float(a @ b) for a in found[0] for b in found[1]))
+    assert scores[1] == pytest.approx(max(float(a @ found[2][0]) for a in found[0]))
+    assert np.isnan(scores[2])  # a word without rows
 
 
 def test_multisense_word_senses_come_from_the_models_own_vectors(minilm_ref):
@@ -231,11 +262,11 @@ def test_multisense_word_senses_come_from_the_models_own_vectors(minilm_ref):
     words = ["bank", "river", "cash", "absent"]  # "absent": its one sense is the word encoded alone, also read without the drop-in
     own = senses.word_senses(model, tokenizer, texts, words, k=2, cap=10, seed=0)
     fit_text = ("A bank is a place for money. The river ran past the old mill, and cash was short.",) * 3
-    adapter = MultisenseAdapter(MultisenseConfig(k=1, corpus="wikitext2_train"))  # one sense a token: the drop-in moves every vector
+    adapter = MultisenseAdapter(MultisenseConfig(k=2, corpus="wikitext2_train"))  # two senses a token: the drop-in moves vectors
     fit = FitContext(seed=0, tokenizer=tokenizer, corpora={"wikitext2_train": Corpus("wikitext2_train", fit_text, {})},
                      budget=senses.SenseBudget(fit_tokens=None, window=32, batch_size=4))
     dropped = adapter.apply(model, fit).model
-    for a, b in zip(own, adapter.word_senses(dropped, tokenizer, texts, words, k=2, cap=10, seed=0), strict=True):
+    for a, b in zip(own, adapter.word_senses(dropped, tokenizer, texts, words, cap=10, seed=0), strict=True):  # k: the adapter's
         np.testing.assert_allclose(a, b, atol=1e-5)
     through_drop_in = senses.word_senses(dropped, tokenizer, texts, words, k=2, cap=10, seed=0)
     assert not np.allclose(own[0], through_drop_in[0], atol=1e-2)

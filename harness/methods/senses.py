@@ -31,15 +31,20 @@ DeBERTa/a1_gather_sense.py, a1_mclsingle.py; Llama/a1_mclmulti.py, a1_kmeans_wit
   positions (a mean over all tokens, or the first token), so they must be senses too for the
   drop-in to be a drop-in.
 * A token seen at most ``k`` times keeps its sampled vectors as its senses (k-means with k >= n
-  puts a centroid on every point; the authors keep raw vectors below a minimum count).
+  puts a centroid on every point; the authors keep raw vectors below a minimum count). One sense
+  (k = 1) is the mean of all the token's vectors, k-means' exact optimum (faiss would fit it on a
+  subsample of 256).
 * The cap is a uniform sample without replacement of each token's occurrences (the ``cap``
   smallest of one random key per occurrence), seeded; the authors' streaming rule only
   approximates this. Sampled vectors are held in fp16, as the authors' fp16 teacher produced them.
 * Markov clustering (Appendix C/H): similarity 1 / (euclidean distance + 0.01) between a token's
   vectors, inflation 1.65, expansion 2 (``markov_clustering``, the authors' library, with its
   defaults: self-loops 1, pruning 1e-3, at most 100 iterations); tokens with fewer than 5 vectors
-  are not clustered; with c MCL clusters k_t = int(0.4 c) if c > 900 else int(0.1 c), at least 5,
-  then k-means with k_t, all as in the authors' scripts; here k_t is further capped at ``k``.
+  are not clustered (they keep their vectors); with c MCL clusters k_t = int(0.4 c) if c > 900 else
+  int(0.1 c), at least 5 and at most the token's vectors, then k-means with k_t, all as in the
+  authors' scripts (a1_kmeans_withmcl.py). ``k`` does not cap k_t: each token gets its own number
+  (paper 004 Table 6: 20% of Llama's tokens have more than 15), reported in the bins Table 6 prints
+  (:data:`TABLE6_SENSES`).
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ MCL_MIN_VECTORS = 5       # SenseDictionary run_multithread_cluster.sh --occuran
 MCL_THRESHOLD = 900       # a1_kmeans_withmcl.py --k_threshold 900
 MCL_FRACTIONS = (0.1, 0.4)  # --k_percent_below / --k_percent_above
 MCL_MIN_K = 5
+TABLE6_SENSES = 15        # paper 004 Table 6 counts tokens with <= 15 and > 15 senses
 SCORE_CHUNK = 4096        # positions scored at once by the drop-in (bounds the gathered senses)
 
 
@@ -79,8 +85,8 @@ SCORE_CHUNK = 4096        # positions scored at once by the drop-in (bounds the 
 class SenseSettings:
     """How a sense dictionary is built (the settings both adapters share)."""
 
-    k: int = 15                          # senses per token at most (paper 004 Table 5; the authors' script used 20)
-    clustering: Clustering = "kmeans"    # "mcl": k per token from Markov clustering (Appendix C, H)
+    k: int = 15                          # k-means senses per token at most (paper 004 Table 5; the authors' script used 20)
+    clustering: Clustering = "kmeans"    # "mcl": each token's number from Markov clustering, not capped by k (Appendix C, H)
     cap: int = 1000                      # sampled last-layer vectors per token (the authors' scripts)
     min_count: int = 1                   # tokens seen fewer times in the fit text get no entry (keep their vector)
     fp16: bool = True                    # store senses in float16, as the authors' dictionaries are 16-bit
@@ -255,22 +261,28 @@ def mcl_clusters(vectors: np.ndarray) -> int:
 
 
 def senses_wanted(vectors: np.ndarray, k: int, clustering: Clustering) -> int:
-    """How many senses a token with these vectors gets (at most ``k``; every vector when fewer)."""
+    """How many senses a token with these vectors gets: k-means at most ``k``; Markov clustering its
+    own number from the MCL cluster count (module docstring), which ``k`` does not cap; never more
+    than its vectors."""
     n = len(vectors)
-    if clustering == "kmeans" or n < MCL_MIN_VECTORS:
+    if clustering == "kmeans":
         return min(k, n)
+    if n < MCL_MIN_VECTORS:
+        return n
     c = mcl_clusters(vectors)
     k_t = int(c * (MCL_FRACTIONS[1] if c > MCL_THRESHOLD else MCL_FRACTIONS[0]))
-    return min(k, n, max(k_t, MCL_MIN_K))
+    return min(n, max(k_t, MCL_MIN_K))
 
 
 def token_senses(vectors: np.ndarray, k: int, clustering: Clustering, seed: int) -> np.ndarray:
-    """(n, D) vectors of one token -> (k_t, D) senses: the vectors themselves when k_t = n, else
-    k-means centroids."""
+    """(n, D) vectors of one token -> (k_t, D) float32 senses: the vectors themselves when k_t = n,
+    their mean when k_t = 1, else k-means centroids."""
     points = vectors.astype(np.float32)
     k_t = senses_wanted(points, k, clustering)
     if k_t == len(points):
         return points
+    if k_t == 1:
+        return points.mean(0, keepdims=True)
     centroids, _ = kmeans(points, k_t, KmeansSettings(KMEANS_NITER), seed)
     return centroids
 
@@ -372,7 +384,8 @@ class SenseDictionary(nn.Module, TokenStorage):
         return sum(t.numel() * t.element_size() for t in self.state_dict().values())
 
     def statistics(self, k: int) -> dict[str, Any]:
-        """What paper 004 Tables 5-6 report: tokens with an entry, senses per token, bytes."""
+        """What paper 004 Tables 5-6 report: tokens with an entry ("valid tokens"), senses per token
+        (the whole histogram, Table 5's share below ``k`` and Table 6's bins), bytes."""
         counts = self.counts()
         have = counts[counts > 0]
         hist = torch.bincount(have).tolist() if len(have) else []
@@ -382,14 +395,26 @@ class SenseDictionary(nn.Module, TokenStorage):
             "senses_per_token_histogram": {n: c for n, c in enumerate(hist) if c},
             "tokens_below_k": int((have < k).sum()),
             "share_below_k": float((have < k).float().mean()) if len(have) else 0.0,
+            "table6": table6_bins(have),
             "dictionary_bytes": self.nbytes(),
             "dtype": str(self.senses.dtype).removeprefix("torch."),
         }
 
 
+def table6_bins(counts: torch.Tensor) -> dict[str, float]:
+    """Senses per token in paper 004 Table 6's bins (its row names, as in paper_results.csv): tokens
+    with at most / more than 15 senses, counts and percentages of the tokens with senses."""
+    valid = len(counts)
+    low = int((counts <= TABLE6_SENSES).sum())
+    return {"n_valid_tokens": valid,
+            f"n_tokens_le{TABLE6_SENSES}_senses": low, f"pct_tokens_le{TABLE6_SENSES}_senses": 100 * low / valid if valid else 0.0,
+            f"n_tokens_gt{TABLE6_SENSES}_senses": valid - low,
+            f"pct_tokens_gt{TABLE6_SENSES}_senses": 100 * (valid - low) / valid if valid else 0.0}
+
+
 def build(vectors: TokenVectors, vocab_size: int, k: int, clustering: Clustering, *, min_count: int = 1,
           fp16: bool = True, seed: int = 0, progress: Progress | None = None) -> SenseDictionary:
-    """Cluster every token seen at least ``min_count`` times into at most ``k`` senses.
+    """Cluster every token seen at least ``min_count`` times into its senses (:func:`token_senses`).
 
     Raises DataError when no token qualifies (the fit text is too small for ``min_count``).
     """
@@ -475,11 +500,14 @@ def word_vectors(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: 
     its tokens' last-layer vectors, a uniform sample of at most ``cap`` occurrences per word; ids
     index ``words``. Texts are cut into chunks of ``window / 2`` words, each encoded as plain text
     (a token belongs to the word its last character falls in), so byte-level BPE tokenizers work
-    too, and run in order of length, padded on the right (a decoder's positions start at its first
-    token whatever its tokenizer's padding side)."""
+    too, and run in order of their token counts (batches of similar length: little padding), padded
+    on the right (a decoder's positions start at its first token whatever its tokenizer's padding
+    side). Chunks without a target word are not run."""
     index = {w.lower(): i for i, w in enumerate(words)}
-    chunks = [ws[s:s + window // 2] for text in texts for ws in [text.split()] for s in range(0, len(ws), window // 2)]
-    chunks.sort(key=len)  # batches of similar length: little padding
+    chunks = [chunk for text in texts for ws in [text.split()] for s in range(0, len(ws), window // 2)
+              for chunk in [ws[s:s + window // 2]] if any(w.strip(string.punctuation).lower() in index for w in chunk)]
+    tokens = [len(ids) for ids in tokenizer([" ".join(c) for c in chunks], truncation=True, max_length=window)["input_ids"]] if chunks else []
+    chunks = [chunks[i] for i in np.argsort(tokens, kind="stable")]
     backbone = backbone_of(model).eval().to(device)
     sample = _Sample(cap, len(words), seed)
     with torch.inference_mode():
@@ -501,18 +529,26 @@ def word_vectors(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: 
     return sample.result(0)
 
 
+def word_occurrences(found: TokenVectors, alone: np.ndarray) -> list[np.ndarray]:
+    """Each word's context occurrences (paper 004 Appendix E): its sampled vectors of
+    :func:`word_vectors` as one (n_w, D) float32 matrix per word, or, for a word without occurrences,
+    its vector encoded alone (``alone``, (W, D) from :func:`alone_vectors`, same model and layer) as
+    its one occurrence, so every word has one."""
+    out = [alone[w][None].astype(np.float32) for w in range(len(alone))]
+    for i, word in enumerate(found.ids):
+        out[word] = found.of(i).astype(np.float32)
+    return out
+
+
 def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *, k: int, cap: int,
                 seed: int, **encoding: Any) -> list[np.ndarray]:
-    """Senses of whole words (paper 004 Appendix E): the occurrences of :func:`word_vectors`
-    clustered by :func:`cluster_words`; a word without occurrences gets its vector encoded alone
-    (:func:`alone_vectors`, same model and layer) as its one sense, so every word has one."""
+    """Senses of whole words (paper 004 Appendix E): each word's :func:`word_occurrences` in
+    ``texts`` clustered into at most ``k`` senses by k-means (:func:`token_senses`: the occurrences
+    themselves when there are at most ``k``, their mean when k = 1)."""
     found = word_vectors(model, tokenizer, texts, words, cap=cap, seed=seed, **encoding)
-    out = cluster_words(found, len(words), backbone_of(model).config.hidden_size, k=k, seed=seed)
-    missing = [i for i, s in enumerate(out) if not len(s)]
-    if missing:
-        for i, vector in zip(missing, alone_vectors(model, tokenizer, [words[i] for i in missing])):
-            out[i] = vector[None]
-    return out
+    occurrences = word_occurrences(found, alone_vectors(model, tokenizer, words))
+    with fit_threads(1):  # tiny problems per word: two spinning OpenMP threads made each 100x slower on 2 busy cores
+        return [token_senses(o, k, "kmeans", seed) for o in occurrences]
 
 
 @torch.inference_mode()
@@ -530,17 +566,9 @@ def alone_vectors(model: nn.Module, tokenizer: Any, words: Sequence[str], batch_
     return np.concatenate(out)
 
 
-def cluster_words(found: TokenVectors, words: int, dim: int, *, k: int, seed: int) -> list[np.ndarray]:
-    """Each word's occurrences clustered into at most ``k`` senses by k-means: one (k_w, ``dim``)
-    float32 matrix per word id below ``words``, (0, ``dim``) for a word without occurrences."""
-    out = [np.zeros((0, dim), dtype=np.float32) for _ in range(words)]
-    with fit_threads(1):  # tiny problems per token: two spinning OpenMP threads made each 100x slower on 2 busy cores
-        for i, word in enumerate(found.ids):
-            out[word] = token_senses(found.of(i), k, "kmeans", seed)
-    return out
-
-
-def max_sense_similarity(a: np.ndarray, b: np.ndarray) -> float:
-    """Paper 004 Appendix E: a word pair's score is the largest dot product over their senses
-    (NaN when a word has none)."""
-    return float((a @ b.T).max()) if len(a) and len(b) else float("nan")
+def max_similarity(sets: Sequence[np.ndarray], first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Paper 004 Appendix E's pair score: for each index pair (``first[p]``, ``second[p]``) into
+    ``sets`` (one (n_w, D) matrix per word: its senses, or its unclustered occurrences), the largest
+    dot product over the two words' rows (NaN when a word has none)."""
+    return np.array([float((sets[a] @ sets[b].T).max()) if len(sets[a]) and len(sets[b]) else float("nan")
+                     for a, b in zip(first, second)])
