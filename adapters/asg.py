@@ -223,6 +223,7 @@ class AsgAdapter(Adapter):
     name = "asg"
     config_class = AsgConfig
     budgets = BUDGETS
+    recovers = ("codebooks",)  # E' (Section 2.2: trainable); the ConceptID map stays fixed
 
     def check(self, vocab_size: int, hidden_size: int) -> None:
         self.config.check_table(vocab_size, hidden_size)

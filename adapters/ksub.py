@@ -188,6 +188,7 @@ class KsubAdapter(Adapter):
     name = "ksub"
     config_class = KsubConfig
     budgets = BUDGETS
+    recovers = ("codebooks",)  # the K sub-tables (Section 3.1: trained); the code map stays fixed
 
     def check(self, vocab_size: int, hidden_size: int) -> None:
         self.config.check_table(vocab_size, hidden_size)

@@ -110,6 +110,7 @@ class LowrankAdapter(Adapter):
 
     name = "lowrank"
     config_class = LowrankConfig
+    recovers = ("lookup", "projection")  # A and B
 
     def check(self, vocab_size: int, hidden_size: int) -> None:
         self.config.check_table(vocab_size, hidden_size)

@@ -127,6 +127,7 @@ class QuantAdapter(Adapter):
 
     name = "quant"
     config_class = QuantConfig
+    recovers = ("scales",)  # the per-row scales (float buffers); the integer codes stay fixed
 
     def fit(self, table: torch.Tensor, fit: FitContext) -> QuantizedEmbedding:
         codes, scales = quantize(table, self.config.bits)

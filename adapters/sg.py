@@ -121,6 +121,7 @@ class SgAdapter(Adapter):
     name = "sg"
     config_class = SgConfig
     budgets = BUDGETS
+    recovers = ("group_vectors",)  # the group ids stay fixed; a dense head is the pretrained table, not trained
 
     def check(self, vocab_size: int, hidden_size: int) -> None:
         self.config.check_table(vocab_size, hidden_size)

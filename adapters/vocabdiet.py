@@ -213,13 +213,7 @@ def stage2(model: nn.Module, blocks: torch.Tensor, original_head: nn.Module, bud
            progress: ProgressFn) -> tuple[nn.Module, list[float]]:
     """LoRA on the last quarter of the layers + output transformations, against the stage-1 model
     (the same network with the adapters off and the original head)."""
-    from peft import LoraConfig, get_peft_model
-
-    layers, rank = model.config.num_hidden_layers, max(1, model.config.hidden_size // 16)
-    linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, nn.Linear)})
-    lora = LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0, target_modules=linear,
-                      layers_to_transform=list(range(layers - max(1, layers // 4), layers)))
-    wrapped = get_peft_model(model, lora)
+    wrapped, lora = distill.lora_top_layers(model)
     head = model.get_output_embeddings()
 
     def loss(batch: torch.Tensor) -> torch.Tensor:
@@ -228,7 +222,7 @@ def stage2(model: nn.Module, blocks: torch.Tensor, original_head: nn.Module, bud
         return distill.kl_to_teacher(head(_hidden(model, batch)), target)
 
     groups = [{"params": [head.transforms], "lr": budget.lr_transforms},
-              {"params": [p for n, p in model.named_parameters() if "lora_" in n], "lr": budget.lr_lora}]
+              {"params": lora, "lr": budget.lr_lora}]
     losses = _train(model, groups, loss, blocks, budget.stage2_steps, budget, "stage 2", progress)
     return wrapped.merge_and_unload(), losses
 
@@ -252,6 +246,8 @@ class VocabDietAdapter(Adapter):
 
     name = "vocabdiet"
     config_class = VocabDietConfig
+    no_recovery = ("it distills against the unchanged model itself (paper 003 Section 5's two stages); "
+                   "its training is set with --set distill=none|stage1|stage2")
     kinds = ("decoder",)
     needs_teacher = True
     budgets = BUDGETS

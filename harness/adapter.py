@@ -141,6 +141,18 @@ def _param_counts(roots: list[nn.Module]) -> dict[int, int]:
     return counts
 
 
+def recoverable(model: nn.Module, names: Sequence[str]) -> dict[str, torch.Tensor]:
+    """The floating-point parameters and buffers called one of ``names`` inside the model's
+    token-embedding modules, by their name in ``model`` (a tensor shared by a tied head once): what
+    recovery training trains (:attr:`Adapter.recovers`)."""
+    wanted: set[int] = set()
+    for module in _embedding_modules(model):
+        for sub in module.modules():
+            own = [*sub.named_parameters(recurse=False), *sub.named_buffers(recurse=False)]
+            wanted |= {id(t) for name, t in own if name in names and t.is_floating_point()}
+    return {name: t for name, t in [*model.named_parameters(), *model.named_buffers()] if id(t) in wanted}
+
+
 def untie(model: nn.Module) -> None:
     """Stop ``tie_weights()`` from copying the input table onto a replaced or kept output head."""
     model.config.tie_word_embeddings = False
@@ -188,6 +200,12 @@ class Adapter(ABC):
     * ``cacheable``: whether its fit can be kept in the fit cache (:mod:`harness.runner.fitcache`):
       False when nothing is fitted (``none``) or when its fitted model cannot be saved
       (:meth:`rebuild`); it is then fitted on every run, and the run's fit details say why.
+    * ``recovers``: the names of the tensors of its token-embedding modules that recovery training
+      (``harness run --recover STEPS``, :mod:`harness.methods.recover`) trains toward the unchanged
+      model: its own new parameters (codebooks, group vectors, factors ...), found by
+      :func:`recoverable`. ``no_recovery`` says why an adapter cannot take recovery (it distills
+      already, or replaces the whole model); :meth:`recovery_refusal` gives the reason the plan
+      refuses ``--recover`` with, generic ones included.
     * ``heads``: the task heads (:class:`~harness.suite.Head` kinds) it supports, for a method that
       builds the task model itself instead of replacing tables inside it (ADE's SAT classifier);
       None, the default, is any head. The plan refuses a suite with another head before any work.
@@ -213,6 +231,8 @@ class Adapter(ABC):
     kinds: ClassVar[tuple[str, ...]] = ("encoder", "decoder")
     cacheable: ClassVar[bool] = True  # False: fitted on every run, never saved to the fit cache (see above)
     heads: ClassVar[tuple[str, ...] | None] = None
+    recovers: ClassVar[tuple[str, ...]] = ()
+    no_recovery: ClassVar[str | None] = None
 
     def __init__(self, config: Any | None = None):
         self.config = config if config is not None else self.config_class()
@@ -227,6 +247,18 @@ class Adapter(ABC):
     @abstractmethod
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module | Compressed:
         """Replace the embedding modules of ``model`` (see the class docstring)."""
+
+    @classmethod
+    def recovery_refusal(cls) -> str | None:
+        """Why this adapter cannot take recovery training; None when it can (it names ``recovers``)."""
+        if cls.no_recovery:
+            return cls.no_recovery
+        if cls.stage == "after_finetune":
+            return ("it acts after the suite's fine-tuning, on the fine-tuned model; recovery heals a replaced "
+                    "table before it, against the unchanged model")
+        if not cls.recovers:
+            return "it names no tensors to train (recovers is empty): nothing of it was replaced"
+        return None
 
     @classmethod
     def rebuild(cls, model: nn.Module, saved: Any, derived: Mapping[str, torch.Tensor], config: Any) -> nn.Module:

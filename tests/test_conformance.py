@@ -69,16 +69,16 @@ def _cases():
                     yield pytest.param(name, kind, id=f"{name}-{kind}")
 
 
-def _small_config(cls):
-    """The adapter's defaults, shrunk where a default does not fit a 48-wide, 1,000-token table."""
+def _small_config(cls, settings: dict[str, str] | None = None):
+    """The adapter's defaults, shrunk where a default does not fit a 48-wide, 1,000-token table (and ``settings``)."""
     fields = config_fields(cls.config_class)
-    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "200", "anchors": "32", "layers": "1"}
+    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "200", "anchors": "32", "layers": "1", **(settings or {})}
     return build_config(cls.config_class, {k: v for k, v in small.items() if k in fields}, cls.name)
 
 
-def _apply(name: str, kind: str, tokenizer, data_dir: Path, seed: int = 0):
+def _apply(name: str, kind: str, tokenizer, data_dir: Path, seed: int = 0, **settings: str):
     cls = ADAPTERS.get(name)
-    adapter = cls(_small_config(cls))
+    adapter = cls(_small_config(cls, settings))
     model = tiny_model(kind)
     adapter.check(VOCAB, model.config.hidden_size)
     set_seed(seed)  # the runner seeds every library before a model is built and fitted
@@ -187,3 +187,42 @@ def test_saved_model_rebuilds_identically(name, kind, tiny_tokenizer, data_dir, 
     loaded.tie_weights()  # what HF Trainer and lm-eval call: the rebuilt model keeps its compressed head
     with torch.inference_mode():
         assert torch.equal(loaded(input_ids=ids, attention_mask=torch.ones_like(ids)).logits, expected)
+
+
+# what each built-in adapter that cannot take recovery says (the rest name tensors in `recovers`)
+NOT_RECOVERABLE = {"vocabdiet": "distills", "ade": "", "multisense": "after the suite's fine-tuning",
+                   "skd": "after the suite's fine-tuning", "none": "no tensors"}
+
+
+@pytest.mark.parametrize("name, kind", list(_cases()))
+def test_recovery_trains_only_the_declared_tensors_and_lowers_the_loss(name, kind, tiny_tokenizer, data_dir):
+    """Recovery training (harness.methods.recover), smoke budget: a few steps toward the unchanged model
+    lower the loss on fixed blocks, change only the tensors the adapter names in ``recovers``, and
+    leave every ``requires_grad`` as it was; an adapter that cannot take it says why."""
+    from harness.methods import recover
+
+    refusal = ADAPTERS.get(name).recovery_refusal()
+    if name in NOT_RECOVERABLE:
+        assert refusal and NOT_RECOVERABLE[name] in refusal
+        return
+    assert refusal is None
+    # int4: an int8 table of a 48-wide random model is within float noise of the teacher already
+    applied, teacher = _apply(name, kind, tiny_tokenizer, data_dir, **({"bits": "4"} if name == "quant" else {}))
+    model = applied.model
+    declared = recover.recoverable(model, ADAPTERS.get(name).recovers)
+    assert declared
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trains = {n: p.requires_grad for n, p in model.named_parameters()}
+    texts = recover.fit_texts({c: corpora.load(c, data_dir).plain()[:50] for c in recover.CORPORA})
+    held = recover.blocks(tiny_tokenizer, texts[50:], kind, 32, 4, seed=1)
+    loss = recover.loss_fn(model, teacher, kind)
+    with torch.no_grad():
+        start = float(loss(held))
+    settings = recover.recipe(8, False, recover.BUDGETS.smoke)
+    model, done = recover.recover(model, teacher, tiny_tokenizer, kind, ADAPTERS.get(name).recovers, texts[:50], settings, 0)
+    with torch.no_grad():
+        assert float(loss(held)) < start
+    changed = {v.data_ptr() for k, v in model.state_dict().items() if not torch.equal(v, before[k])}  # a tied head's names too
+    assert changed and changed <= {t.data_ptr() for t in declared.values()}
+    assert {n: p.requires_grad for n, p in model.named_parameters()} == trains
+    assert done["steps"] == 8 and len(done["loss"]) == 2 and done["trained"] == sorted(declared)

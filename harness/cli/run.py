@@ -26,6 +26,8 @@ def run(
     data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="Dataset folder (default: $HARNESS_DATA_DIR).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     force: Annotated[bool, typer.Option("--force", help="Re-run even if an identical finished run is stored.")] = False,
+    recover: Annotated[int, typer.Option("--recover", help="Recovery training steps after the adapter's fit: the compressed model trained toward the unchanged one on the fit corpora (0: off).")] = 0,
+    recover_lora: Annotated[bool, typer.Option("--recover-lora", help="Recovery also trains LoRA on the top quarter of the layers.")] = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
     from transformers.utils import logging as hf_logging
@@ -38,7 +40,7 @@ def run(
     runs = []
     with user_errors(), RichProgress() as progress:
         for s in parse_seeds(seeds) if seeds is not None else (seed,):
-            request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force)
+            request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora)
             runs.append(execute(request, store, progress))
     for outcomes in runs:
         console.print(_scores_table(outcomes))

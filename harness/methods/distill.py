@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from transformers import get_linear_schedule_with_warmup
 
+from torch import nn
+
 from harness.adapter import ProgressFn, no_progress
 
 
@@ -38,6 +40,21 @@ def token_blocks(tokenizer: Any, texts: Sequence[str], length: int, count: int, 
     blocks = torch.tensor(ids[: len(ids) // length * length]).view(-1, length)
     pick = np.random.default_rng(seed).permutation(len(blocks))[:count]
     return blocks[torch.from_numpy(np.sort(pick))]
+
+
+def lora_top_layers(model: nn.Module) -> tuple[nn.Module, list[nn.Parameter]]:
+    """LoRA on every linear layer of the last quarter of the layers, r = alpha = hidden / 16, dropout 0:
+    paper 003 Section 5's stage 2 (Llama-3.1-8B: last 8 of 32 layers, r = alpha = 256 at hidden 4096)
+    scaled to the model. Returns the peft wrapper (``merge_and_unload()`` gives the plain model back)
+    and the LoRA parameters; peft leaves only those trainable."""
+    from peft import LoraConfig, get_peft_model
+
+    layers, rank = model.config.num_hidden_layers, max(1, model.config.hidden_size // 16)
+    linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, nn.Linear)})
+    lora = LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0, target_modules=linear,
+                      layers_to_transform=list(range(layers - max(1, layers // 4), layers)))
+    wrapped = get_peft_model(model, lora)
+    return wrapped, [p for n, p in model.named_parameters() if "lora_" in n]
 
 
 def train(loss: Callable[[torch.Tensor], torch.Tensor], groups: list[dict[str, Any]], blocks: torch.Tensor,

@@ -64,6 +64,12 @@ def adapter_fingerprint(adapter: str) -> str:
     return "" if root is None else _digest((root,), root.partition(".")[0])
 
 
+def module_fingerprint(module: str) -> str:
+    """The fingerprint of one harness module and what it imports (a protocol stage's own code, e.g.
+    recovery training in a fit-cache key)."""
+    return _digest((module,), "harness")
+
+
 def is_stale(adapter: str, suite: str, code: str | None) -> bool:
     """True when a stored run's fingerprint is not the current code's (runs stored before
     fingerprints existed have none, so they are stale)."""

@@ -211,9 +211,10 @@ class RunSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def baseline(self) -> RunSpec:
-        """The same run with the unchanged model (adapter ``none``), fingerprinted by its own code."""
+        """The same run with the unchanged model (adapter ``none``, no recovery training), fingerprinted by its own code."""
         code = code_fingerprint("none", self.suite) if self.code else ""
-        return dataclasses.replace(self, adapter="none", adapter_config={}, adapter_budget={}, fit_data={}, code=code)
+        recipe = {k: v for k, v in self.recipe.items() if k != "recovery"}
+        return dataclasses.replace(self, adapter="none", adapter_config={}, adapter_budget={}, fit_data={}, recipe=recipe, code=code)
 
 
 @dataclass(frozen=True)

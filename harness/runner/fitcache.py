@@ -2,9 +2,10 @@
 and rerun that asks for the same fit.
 
 The key is what determines the fitted modules: the model and its revision, the head the adapter
-acts on, the adapter with its config and budget, the fit corpora's sha256, the seed, and the code
-version (sha256 of the adapter's source file, of the harness modules it uses directly, and of the
-modules that save and rebuild it; a change deeper down, e.g. in a library, does not refit).
+acts on, the adapter with its config and budget, the fit corpora's sha256, the seed, the adapter's
+code fingerprint (:func:`harness.results.fingerprint.adapter_fingerprint`: its modules and the
+harness modules they import, docstrings and comments left out, so a docstring edit keeps fits) and
+the saved format; with recovery training, its recipe and the recovery module's fingerprint.
 An ``after_finetune`` adapter, or one fitted on the suite's training texts, fits on what the suite
 made, so its key also holds the suite, its config, recipe and data, and the task.
 
@@ -18,21 +19,20 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import json
 import os
 import shutil
-import sys
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness import rebuild
+from harness.methods import recover
 from harness.runner import saved
 from harness.adapter import Adapter, Applied
 from harness.errors import ConfigError
+from harness.results.fingerprint import adapter_fingerprint, module_fingerprint
 from harness.results.records import CompressionReport, RunSpec
 from harness.sources import corpora
 from harness.sources.models import cache_dir
@@ -56,30 +56,15 @@ class FitInfo:
         return {"fit_cache": dataclasses.asdict(self)}
 
 
-def _sha256_file(path: str | None) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] if path else "unknown"
-
-
-def code_version(adapter_cls: type[Adapter]) -> str:
-    """sha256 of the adapter's source file, of the harness modules it uses directly (kmeans,
-    senses, vocab ...) and of the harness modules that save and rebuild it."""
-    module = inspect.getmodule(adapter_cls)
-    names = {module.__name__, saved.__name__, rebuild.__name__, Adapter.__module__}
-    for value in vars(module).values():
-        owner = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
-        if isinstance(owner, str) and owner.startswith("harness."):
-            names.add(owner)
-    files = [getattr(sys.modules.get(name), "__file__", None) for name in sorted(names)]
-    return hashlib.sha256("".join(_sha256_file(f) for f in files).encode()).hexdigest()[:16]
-
-
 def key(spec: RunSpec, adapter: Adapter, head: Head, task: str) -> dict[str, Any]:
     """The cache key of ``adapter``'s fit in the run ``spec`` on the task ``task`` with ``head``."""
     out = {
         "model": spec.model, "model_revision": spec.model_revision, "head": dataclasses.asdict(head),
         "adapter": spec.adapter, "adapter_config": spec.adapter_config, "adapter_budget": spec.adapter_budget,
-        "fit_data": spec.fit_data, "seed": spec.seed, "code": code_version(type(adapter)),
+        "fit_data": spec.fit_data, "seed": spec.seed, "code": adapter_fingerprint(adapter.name), "format": saved.FORMAT,
     }
+    if "recovery" in spec.recipe:
+        out["recovery"] = {**spec.recipe["recovery"], "code": module_fingerprint(recover.__name__)}
     if adapter.stage == "after_finetune" or corpora.TASK_TRAIN in adapter.corpora():
         out["suite"] = {"name": spec.suite, "config": spec.suite_config, "recipe": spec.recipe, "data": spec.data, "task": task}
     return out

@@ -1,7 +1,11 @@
 """One run's pipeline, the same for every suite and method. Per task of the suite::
 
-    model for the task's head -> adapter (before_finetune) -> efficiency -> suite.train
+    model for the task's head -> adapter (before_finetune) [-> recovery] -> efficiency -> suite.train
         -> adapter (after_finetune) -> suite.score
+
+With ``--recover STEPS`` (``recipe["recovery"]``) the fitted model is trained toward a frozen copy of
+the unchanged model before anything measures it (:mod:`harness.methods.recover`); the fit cache
+keeps the recovered model, and the fit details say what recovery did (``recovery``).
 
 The adapter is fitted once per run where it can be: for later tasks of a multi-task suite (GLUE),
 a ``before_finetune`` adapter's compressed backbone is copied into the new task's model (the
@@ -28,6 +32,7 @@ from typing import Any
 from torch import nn
 from transformers import set_seed
 
+from harness.methods import recover
 from harness.runner import fitcache
 from harness.adapter import Adapter, Applied, FitContext, ProgressFn
 from harness.measure.efficiency import measure
@@ -139,15 +144,27 @@ class Pipeline:
         fitted now (the teacher lives only while it fits) and saved there. ``data`` is needed only
         by adapters that fit on the suite's training texts."""
 
+        recovery = self.spec.recipe.get("recovery")
+
         def fit() -> Applied:
-            teacher = copy.deepcopy(model).eval().requires_grad_(False) if self.adapter.needs_teacher else None
-            return self.adapter.apply(model, FitContext(
+            wanted = self.adapter.needs_teacher or recovery is not None
+            teacher = copy.deepcopy(model).eval().requires_grad_(False) if wanted else None
+            applied = self.adapter.apply(model, FitContext(
                 profile=self.spec.profile, seed=self.spec.seed, device=self.p.device, workdir=self.workdir / "fit",
-                tokenizer=tokenizer, corpora=self._fit_corpora(task, data), budget=self.p.adapter_budget, teacher=teacher,
-                progress=self.progress,
+                tokenizer=tokenizer, corpora=self._fit_corpora(task, data), budget=self.p.adapter_budget,
+                teacher=teacher if self.adapter.needs_teacher else None, progress=self.progress,
             ))
+            return applied if recovery is None else self._recover(applied, teacher, tokenizer, recovery)
 
         return fitcache.fitted(fitcache.key(self.spec, self.adapter, task.head, task.name), fit, self.adapter.cacheable)
+
+    def _recover(self, applied: Applied, teacher: nn.Module, tokenizer: Any, settings: dict[str, Any]) -> Applied:
+        """Recovery training of the fitted model toward the unchanged one (:mod:`harness.methods.recover`);
+        what it did goes into the fit details as ``recovery``."""
+        texts = recover.fit_texts({name: corpora.load(name, self.p.data_dir).plain() for name in settings["corpora"]})
+        model, done = recover.recover(applied.model.to(self.p.device), teacher.to(self.p.device), tokenizer, self.p.model_ref.kind,
+                                      self.adapter.recovers, texts, settings, self.spec.seed, self.progress)
+        return dataclasses.replace(applied, model=model, details={**applied.details, "recovery": done})
 
     def _fit_corpora(self, task: Task, data: SuiteData | None) -> dict[str, corpora.Corpus]:
         """The declared corpora: read once from the data directory; ``task_train`` from the suite, per task."""

@@ -1,10 +1,10 @@
 """Planning a run: validate the whole request cheaply, before any model loads or data is read.
 
 A plan builds the suite and adapter from their registries and ``--set`` values, resolves the model,
-checks the adapter against the model's table, picks both budgets from their tables, and checks the
-data the run will read (the suite's files and the adapter's fit corpora: presence and sha256, cached
-by size and mtime). The data revisions and the code fingerprint (:mod:`harness.results.fingerprint`)
-go into the run's identity, so a finished run is reused only for the same data and the same scoring
+checks the adapter against the model's table, picks both budgets from their tables (and with
+``--recover`` the recovery budget, kept in the recipe as ``recovery``), and checks the data the run
+will read (the suite's files and the fit corpora: presence and sha256, cached by size and mtime).
+The data revisions and the code fingerprint (:mod:`harness.results.fingerprint`) go into the run's identity, so a finished run is reused only for the same data and the same scoring
 code; missing data is an error even when a finished run exists.
 """
 
@@ -19,6 +19,7 @@ from harness.adapter import Adapter
 from harness.budgets import PROFILES, is_large
 from harness.config import as_dict, build_config, config_fields, parse_assignments
 from harness.errors import ConfigError
+from harness.methods import recover
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint
 from harness.results.records import RunSpec
@@ -40,6 +41,8 @@ class RunRequest:
     data_dir: str | None = None
     device: str = "auto"
     force: bool = False
+    recover: int = 0             # recovery training steps after the adapter's fit (harness.methods.recover); 0 = off
+    recover_lora: bool = False   # recovery also trains LoRA on the top layers
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,20 @@ def _split_settings(pairs: dict[str, str], adapter_cls: type[Adapter], suite: Su
             valid = ", ".join([*a_fields, *s_fields]) or "none"
             raise ConfigError(f"--set {key} is not a setting of adapter '{adapter_cls.name}' or suite '{suite.name}'; valid keys: {valid}")
     return to_adapter, to_suite
+
+
+def recovery(request: RunRequest, adapter: Adapter, large: bool) -> dict[str, Any] | None:
+    """The run's ``recipe["recovery"]`` (None when off); an adapter that cannot take it is refused with its reason."""
+    if request.recover < 0:
+        raise ConfigError(f"--recover {request.recover} must be 0 (off) or a number of training steps, e.g. --recover 100")
+    if not request.recover:
+        if request.recover_lora:
+            raise ConfigError("--recover-lora adds LoRA to recovery training; give the steps too, e.g. --recover 100")
+        return None
+    refusal = adapter.recovery_refusal()
+    if refusal:
+        raise ConfigError(f"adapter '{adapter.name}' cannot take --recover: {refusal}; run it without --recover")
+    return recover.recipe(request.recover, request.recover_lora, recover.BUDGETS.select(request.profile, large))
 
 
 def resolve_device(requested: str) -> str:
@@ -123,13 +140,18 @@ def plan(request: RunRequest) -> Plan:
     suite_budget = suite.budgets.select(request.profile, large)
     adapter_budget = adapter.budgets.select(request.profile, large) if adapter.budgets else None
     data_dir = data_root(request.data_dir)
+    recipe = suite.budgets.recipe(request.profile, large)
+    recovered = recovery(request, adapter, large)
+    if recovered:
+        recipe["recovery"] = recovered
+    fit_corpora = [*adapter.corpora(), *(c for c in recovered["corpora"] if c not in adapter.corpora())] if recovered else adapter.corpora()
     spec = RunSpec(
         model=ref.name, model_revision=ref.revision, adapter=adapter.name, adapter_config=as_dict(adapter.config),
         suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
-        recipe=suite.budgets.recipe(request.profile, large),
+        recipe=recipe,
         adapter_budget=dataclasses.asdict(adapter_budget) if adapter_budget is not None else {},
         data=revisions(data_dir, suite.sources(suite_config, suite_budget)),
-        fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
+        fit_data=revisions(data_dir, [corpora.source(name) for name in fit_corpora]),
         code=code_fingerprint(adapter.name, suite.name),
     )
     return Plan(suite, suite_config, suite_budget, adapter, adapter_budget, ref, spec, data_dir, device, request.force)

@@ -15,6 +15,8 @@ From a YAML file::
         grid: {fraction: [0.1, 0.4]}
 
 or from the command line: ``--adapter asg --grid k=64,256,1024 --suite xnli,wikiann --seeds 0,1``.
+``recover`` and ``recover_lora`` (grid or set) are the run's recovery training options
+(``--grid recover=0,100,500`` gives a curve over steps), not adapter settings.
 """
 
 from __future__ import annotations
@@ -58,13 +60,31 @@ class Sweep:
     def points(self) -> list[RunRequest]:
         """Every run request, model-major, then suite, seed, adapter and grid order."""
         return [
-            RunRequest(suite, grid.adapter, model, self.profile, seed, (*self.settings, *values), self.data_dir, self.device)
+            RunRequest(suite, grid.adapter, model, self.profile, seed, settings, self.data_dir, self.device,
+                       recover=steps, recover_lora=lora)
             for model in self.models
             for suite in self.suites
             for seed in self.seeds
             for grid in self.adapters
-            for values in grid.settings_product()
+            for settings, steps, lora in (run_options((*self.settings, *values)) for values in grid.settings_product())
         ]
+
+
+RUN_KEYS = ("recover", "recover_lora")
+"""Grid and ``set`` keys that are options of the run, not settings of the adapter or suite:
+``recover=0,100,500`` sweeps recovery training steps (``harness run --recover``)."""
+
+
+def run_options(settings: tuple[str, ...]) -> tuple[tuple[str, ...], int, bool]:
+    """``settings`` without :data:`RUN_KEYS`, and the recovery steps and LoRA flag they set."""
+    options = dict(s.partition("=")[::2] for s in settings if s.partition("=")[0] in RUN_KEYS)
+    rest = tuple(s for s in settings if s.partition("=")[0] not in RUN_KEYS)
+    steps, lora = options.get("recover", "0"), options.get("recover_lora", "false").lower()
+    if not steps.isdigit():
+        raise ConfigError(f"recover={steps} is not a number of steps; write e.g. --grid recover=0,100,500")
+    if lora not in ("true", "false"):
+        raise ConfigError(f"recover_lora={lora} must be true or false")
+    return rest, int(steps), lora == "true"
 
 
 def _csv(text: str, what: str) -> tuple[str, ...]:

@@ -39,7 +39,9 @@ class Point:
 def _label(spec: RunSpec, request: RunRequest, baseline: bool) -> str:
     """``asg k=64 on xnli (minilm, smoke, seed 0)``; a baseline names its suite settings."""
     suite = " ".join([spec.suite, *(f"{k}={v}" for k, v in spec.suite_config.items())])
-    what = f"none (baseline) on {suite}" if baseline else f"{' '.join([spec.adapter, *request.settings])} on {spec.suite}"
+    recovery = [f"recover={request.recover}"] if request.recover else []
+    recovery += ["recover_lora=true"] if request.recover_lora else []
+    what = f"none (baseline) on {suite}" if baseline else f"{' '.join([spec.adapter, *request.settings, *recovery])} on {spec.suite}"
     return f"{what} ({spec.model}, {spec.profile}, seed {spec.seed})"
 
 

@@ -1,0 +1,105 @@
+"""Recovery training as a run option (issue 32): ``--recover STEPS`` is planned, refused with the
+adapter's reason where it cannot apply, part of the run's identity and of the fit-cache key (the
+baseline stays the post-hoc run's), swept by ``--grid recover=...``, and run end to end: progress
+lines while it trains, what it did in the fit details, and the recovered fit reused from the cache.
+
+The model is a local 2-layer Llama with SmolLM2's real tokenizer (random weights; a source users
+have, ``--model DIR``), on the smoke ``bpb`` suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.errors import ConfigError
+from harness.registry import ADAPTERS
+from harness.results.fingerprint import adapter_fingerprint
+from harness.results.store import Store
+from harness.runner import fitcache
+from harness.runner.plan import RunRequest, plan
+from harness.runner.run import execute
+from harness.sweep.grid import from_options, run_options
+from harness.sweep.points import plan_points
+
+ASG = ("k=16", "m=8")
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory, smollm2_tokenizer) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("recovery-decoder")
+    LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(smollm2_tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+    )).save_pretrained(folder)
+    smollm2_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _request(decoder: Path, recover: int = 0, **kw) -> RunRequest:
+    return RunRequest("bpb", kw.pop("adapter", "asg"), str(decoder), "smoke", settings=ASG, device="cpu", recover=recover, **kw)
+
+
+def test_recovery_is_part_of_the_identity_but_not_of_the_baseline(decoder):
+    post_hoc, recovered = plan(_request(decoder)), plan(_request(decoder, 3))
+    assert "recovery" not in post_hoc.spec.recipe
+    assert recovered.spec.recipe["recovery"]["steps"] == 3 and recovered.spec.recipe["recovery"]["lora"] is False
+    assert recovered.spec.config_hash != post_hoc.spec.config_hash
+    assert recovered.spec.config_hash != plan(_request(decoder, 3, recover_lora=True)).spec.config_hash
+    assert recovered.spec.baseline() == post_hoc.spec.baseline()  # one baseline for both
+    assert set(recovered.spec.fit_data) == {"wikitext2/train.txt", "c4_sample/c4_sample.jsonl"}
+    head = recovered.suite.tasks(recovered.suite_config)[0].head
+    keys = [fitcache.key(p.spec, p.adapter, head, "t") for p in (post_hoc, recovered)]
+    assert keys[0]["code"] == adapter_fingerprint("asg")  # docstrings and comments do not throw fits away
+    assert "recovery" not in keys[0] and keys[1]["recovery"]["steps"] == 3
+    assert fitcache.digest(keys[0]) != fitcache.digest(keys[1])
+
+
+@pytest.mark.parametrize("adapter, reason", [("vocabdiet", "distills"), ("none", "no tensors")])
+def test_adapters_that_cannot_recover_are_refused_with_their_reason(decoder, adapter, reason):
+    with pytest.raises(ConfigError, match=f"adapter '{adapter}' cannot take --recover: .*{reason}"):
+        plan(RunRequest("bpb", adapter, str(decoder), "smoke", device="cpu", recover=2))
+
+
+def test_after_finetune_adapters_get_a_generic_reason():
+    assert "after the suite's fine-tuning" in ADAPTERS.get("multisense").recovery_refusal()
+
+
+@pytest.mark.parametrize("request_kw, message", [
+    ({"recover": -1}, "must be 0"), ({"recover_lora": True}, "give the steps too"),
+])
+def test_bad_recovery_options_are_config_errors(decoder, request_kw, message):
+    with pytest.raises(ConfigError, match=message):
+        plan(_request(decoder, **request_kw))
+
+
+def test_sweep_grid_sweeps_recovery_steps(decoder):
+    assert run_options(("k=16", "recover=100", "recover_lora=true")) == (("k=16",), 100, True)
+    with pytest.raises(ConfigError, match="not a number of steps"):
+        run_options(("recover=many",))
+    points = plan_points(from_options("asg", ["recover=0,2"], "bpb", str(decoder), "0", "smoke", list(ASG), None, "cpu"))
+    baselines = [p for p in points if p.baseline_hash is None]
+    methods = [p for p in points if p.baseline_hash is not None]
+    assert len(baselines) == 1 and len(methods) == 2
+    assert [p.request.recover for p in methods] == [0, 2] and "recover=2" in methods[1].label
+
+
+def test_recovered_run_end_to_end_and_from_the_fit_cache(decoder, tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_FIT_CACHE", str(tmp_path / "fits"))
+    store = Store(tmp_path / "results.duckdb")
+    lines = []
+    first = execute(_request(decoder, 3), store, lambda label, done, total: lines.append((label, done, total)))[-1].record
+    assert ("asg: recover", 3, 3) in lines  # a progress line per step
+    done = first.fit.details["recovery"]
+    assert done["steps"] == 3 and done["trained"] == ["model.embed_tokens.codebooks"] and done["seconds"] > 0
+    assert first.spec.recipe["recovery"]["steps"] == 3
+    again = execute(_request(decoder, 3, force=True), store)[-1].record
+    assert again.fit.details["fit_cache"]["reused"] and again.fit.details["recovery"] == done
+    assert [s.value for s in again.scores] == [s.value for s in first.scores]
+    post_hoc = execute(_request(decoder), store)
+    assert post_hoc[0].reused and post_hoc[0].record.run_id == first.baseline_run_id  # the same baseline
+    assert [s.value for s in post_hoc[-1].record.scores] != [s.value for s in first.scores]
