@@ -9,7 +9,8 @@ A claim is declared data (:data:`CLAIMS`): the paper's rows that make its figure
   ours paired over the items both runs scored, :func:`harness.measure.compare.compare` with B as
   the reference) must reach ``threshold`` (100: A at least as good as B).
 
-The verdict: ``no run yet`` (no current run of the configuration), ``setting differs: why`` (the
+The closest run is the newest current one in the paper's regime and setting, else the newest. The
+verdict: ``no run yet`` (no current run of the configuration), ``setting differs: why`` (the
 run's regime or protocol is not the paper's row's, :func:`harness.results.reference.difference`;
 the figure is still shown), else ``agrees`` / ``does not`` by the point estimate, with ``(CI spans
 it)`` where the interval reaches across the threshold. Stale runs (other code) count only when asked.
@@ -167,8 +168,15 @@ def assess(store: Store, claim: Claim, rows: list[PaperResult], stale: list[str]
         "paper figure": f"{paper_figure(claim, rows):.1f}%", "harness figure [95% CI]": "-", "runs": "-",
         "family (paper / run)": model_family(reference.base_model), "verdict": "no run yet",
     }
+    p = SimpleNamespace(regime=paper_regime(reference.paper, reference.table), setting=reference.setting, notes=reference.notes, metric=None)
+
+    def differs(run: pd.Series) -> str:
+        declared = run.setting if isinstance(run.setting, str) else ""
+        return difference(p, None, run.shots, declared, {run_regime(run.recipe, claim.first.adapter, run.config)})
+
     first = _runs(store, claim, claim.first, stale)
-    if claim.second is not None:
+    first = first.assign(differs=[differs(r) for _, r in first.iterrows()]).sort_values("differs", key=lambda d: d.ne(""), kind="stable")
+    if claim.second is not None:  # the closest run: in the paper's setting where one is, else the newest
         second = _runs(store, claim, claim.second, stale)
         pairs = [(a, b) for _, a in first.iterrows() for _, b in second.iterrows() if (a.model, a.profile) == (b.model, b.profile)]
         if not pairs:
@@ -182,9 +190,7 @@ def assess(store: Store, claim: Claim, rows: list[PaperResult], stale: list[str]
         run = first.iloc[0]
         figure, low, high = run.pct_base, run.pct_base_ci_low, run.pct_base_ci_high
         out["runs"] = run.run_id
-    p = SimpleNamespace(regime=paper_regime(reference.paper, reference.table), setting=reference.setting, notes=reference.notes, metric=None)
-    declared = run.setting if isinstance(run.setting, str) else ""
-    setting = difference(p, None, run.shots, declared, {run_regime(run.recipe, claim.first.adapter, run.config)})
+    setting = run.differs
     unmet = _unmet(claim, run)
     out.update({
         "harness figure [95% CI]": f"{figure:.1f}%{_interval(low, high)}",
