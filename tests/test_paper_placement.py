@@ -34,14 +34,15 @@ RECOVERED = {**TUNED, "recovery": {"steps": 100}}
 
 
 def _run(store: Store, run_id: str, adapter: str, suite: str, score: Score, recipe: dict, config: dict | None = None,
-         model: str = "minilm", items: tuple[float, ...] = (), finished: str = "2026-01-01T00:01:00+00:00", fit: dict | None = None) -> None:
+         model: str = "minilm", items: tuple[float, ...] = (), finished: str = "2026-01-01T00:01:00+00:00", fit: dict | None = None,
+         embedding: tuple[int, int] = (100, 10)) -> None:
     """A finished run of the installed code (not stale) with one score (and its items, if given)."""
     spec = RunSpec(model, "rev", adapter, config or {}, suite, {}, "quick", 0, recipe=recipe, code=code_fingerprint(adapter, suite))
     prov = Provenance("sha", "pkg", "0.1", socket.gethostname(), 1, {}, {})
     outputs = [ItemOutputs(score.task, score.language, score.split, score.metric, tuple(f"i{j}" for j in range(len(items))), items)] if items else []
     store.save(RunRecord(
         run_id=run_id, spec=spec, status="finished", started_at="2026-01-01T00:00:00+00:00", device="cpu", provenance=prov,
-        finished_at=finished, wall_s=1.0, compression=CompressionReport(100, 10, 400, 40, 1000, 910, 1000, 1000, 0),
+        finished_at=finished, wall_s=1.0, compression=CompressionReport(*embedding, 400, 40, 1000, 910, 1000, 1000, 0),
         fit=FitReport(1.0, fit or {}), scores=[score], items=outputs,
     ))
 
@@ -158,6 +159,19 @@ def test_a_level_claims_verdict_follows_the_stored_figure(store):
     _run(store, "ms-bad", "multisense", "glue", Score("glue", "avg", value=0.70, pct_base=90.0, **glue), TUNED, {"k": 15},
          finished="2026-01-01T00:02:00+00:00")
     assert _claim(store, "multisense", "Table 1")["verdict"] == "does not"  # the newest run counts
+
+
+def test_a_claim_about_a_compression_level_reads_only_runs_at_that_level(store):
+    """Paper 000: ASG at 0.4-0.5% of the embedding parameters (zero-shot: 94.6% for XLM-R)."""
+    xnli = {"split": "test", "metric": "accuracy", "n": 300, "setting": "zero-shot"}
+    _run(store, "asg-3pct", "asg", "xnli", Score("xnli", "avg", value=0.6, pct_base=99.0, **xnli), TUNED, {"k": 8192}, embedding=(1000, 33))
+    assert set(claims.table(store).query("paper == '000 asg'").verdict) == {"no run yet"}  # 3.3% is another configuration
+    _run(store, "asg-04pct", "asg", "xnli", Score("xnli", "avg", value=0.55, pct_base=93.0, **xnli), TUNED, {"k": 1024}, embedding=(1000, 4),
+         finished="2026-01-01T00:00:30+00:00")
+    frame = claims.table(store)
+    (multilingual, zero_shot) = frame[frame.paper.eq("000 asg")].to_dict("records")
+    assert zero_shot["runs"] == "asg-04pct" and zero_shot["verdict"] == "does not" and zero_shot["paper figure"] == "94.6%"
+    assert multilingual["verdict"] == "setting differs: setting: multilingual vs zero-shot"
 
 
 def test_a_contrast_claims_verdict_follows_the_paired_items(store):
