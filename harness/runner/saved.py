@@ -9,10 +9,12 @@ A saved directory holds::
     tokenizer files      the tokenizer the run used after the adapter (a changed one, or the base one)
 
 Loading builds the architecture from ``config.json`` (a transformers class, or a harness class with
-``from_config(config)``: :class:`~harness.sources.heads.MeanPooledClassifier`, ADE's SAT classifier),
-lets the adapter's *registered* class rebuild its modules (:meth:`harness.adapter.Adapter.rebuild`),
-loads the tensors strictly, and freezes the parameters that were frozen when it was saved (the rest
-train), so a loaded fit fine-tunes as the fresh one does.
+``from_config(config)``: :class:`~harness.sources.heads.MeanPooledClassifier`, ADE's SAT classifier)
+with its parameters on the meta device, lets the adapter's *registered* class rebuild its modules
+(:meth:`harness.adapter.Adapter.rebuild`), puts the saved tensors in place strictly (the file's
+memory-mapped tensors themselves, not copies: a table the adapter replaced is never allocated, and
+no byte of the base table is read), and freezes the parameters that were frozen when it was saved
+(the rest train), so a loaded fit fine-tunes as the fresh one does.
 
 The adapter's modules are described as data by :mod:`harness.rebuild`.
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, save_file, save_model
 from torch import nn
 
 from harness.errors import DataError
@@ -94,6 +96,48 @@ def read(directory: Path) -> Saved:
     return Saved(**raw)
 
 
+def _assign(model: nn.Module, path: Path) -> None:
+    """Make the tensors in ``path`` the model's own (``load_state_dict(assign=True)``), every name of a
+    shared tensor (a tied head, a module reached twice) getting the one tensor saved for it."""
+    tensors = load_file(str(path))
+    names: dict[int, list[str]] = {}
+    for name, t in model.state_dict(keep_vars=True).items():
+        names.setdefault(id(t), []).append(name)
+    found = {n[0]: next((x for x in n if x in tensors), None) for n in names.values()}
+    missing = sorted(first for first, hit in found.items() if hit is None)
+    unexpected = sorted(set(tensors) - {x for n in names.values() for x in n})
+    if missing or unexpected:
+        raise DataError(f"{path} does not match the rebuilt model (missing {missing[:3]}, unexpected {unexpected[:3]}); export it again")
+    model.load_state_dict({x: tensors[found[n[0]]] for n in names.values() for x in n}, assign=True)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    for first, *others in (n for n in names.values() if n[0] in params):  # assign gave each name its own Parameter
+        for other in others:
+            owner, _, attr = other.rpartition(".")
+            model.get_submodule(owner).register_parameter(attr, params[first])
+
+
+def _fill_unsaved_buffers(model: nn.Module, directory: Path) -> None:
+    """Compute the architecture's buffers that no checkpoint holds (position ids, rotary frequencies)
+    with transformers' own initialisation, as ``from_pretrained`` does after building on the meta
+    device: every loaded tensor is marked initialised, so only those buffers are written."""
+    from transformers import PreTrainedModel
+
+    for t in [*model.parameters(), *model.buffers()]:
+        if not t.is_meta:
+            t._is_hf_initialized = True
+    for module in model.modules():
+        for name, buf in module._buffers.items():
+            if buf is not None and buf.is_meta:
+                module._buffers[name] = torch.empty_like(buf, device="cpu")
+    inner = {id(m) for outer in model.modules() if isinstance(outer, PreTrainedModel) for m in list(outer.modules())[1:]}
+    for module in model.modules():
+        if isinstance(module, PreTrainedModel) and id(module) not in inner:
+            module.initialize_weights()
+    left = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+    if left:
+        raise DataError(f"{directory} leaves {left[:3]} of the rebuilt model without values; export it again")
+
+
 def load(directory: Path) -> tuple[nn.Module, Any, Saved]:
     """Rebuild the model saved in ``directory``: (model in eval mode, tokenizer, description)."""
     from transformers import AutoConfig
@@ -104,12 +148,11 @@ def load(directory: Path) -> tuple[nn.Module, Any, Saved]:
     saved = read(directory)
     cls = ADAPTERS.get(saved.adapter)
     config = cls.config_class(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.adapter_config.items()})
-    model = skeleton(saved.architecture, AutoConfig.from_pretrained(directory)).to(getattr(torch, saved.dtype))
+    with torch.device("meta"):  # nothing of the bare architecture is allocated: the adapter's modules replace some of it
+        model = skeleton(saved.architecture, AutoConfig.from_pretrained(directory)).to(getattr(torch, saved.dtype))
     model = cls.rebuild(model, saved, load_file(str(directory / DERIVED)), config)
-    missing, unexpected = load_model(model, str(directory / WEIGHTS), strict=False)
-    if missing or unexpected:
-        raise DataError(f"{directory / WEIGHTS} does not match the rebuilt model (missing {sorted(missing)[:3]}, "
-                        f"unexpected {sorted(unexpected)[:3]}); export it again")
+    _assign(model, directory / WEIGHTS)
+    _fill_unsaved_buffers(model, directory)
     for name, p in model.named_parameters():  # what trains after the fit trains after loading
         p.requires_grad_(name not in saved.frozen)
     return model.eval(), _tokenizer(directory), saved
