@@ -3,7 +3,7 @@
 Sections run in this order, each as ratios of ABAB rounds: for SmolLM2 (packaged weights and a
 fitted ASG, or random weights at its shapes) and a Llama-3-sized decoder (random weights, a few
 layers), the output heads at batch 1 and 32 (on CPU also quiet vs one busy process, issue 34), then
-greedy decoding; resident memory of me5-small
+greedy decoding; the memory and disk reads of me5-small and SmolLM2 loaded from their saved files
 with and without ASG, one fresh process per measurement; the fit time of ASG and SG on
 me5-small's table; encoder latency after a faiss fit vs in a fresh process.
 """
@@ -56,7 +56,7 @@ class BenchOptions:
             raise ConfigError(f"device {self.device} asked for, but torch sees no CUDA device; use --device cpu")
         packaged = sorted({"memory", "fit"} & set(self.sections))
         if packaged and self.random_weights:
-            raise ConfigError(f"{', '.join(packaged)} measure(s) the packaged me5-small; drop it (--only heads,decode) with --random")
+            raise ConfigError(f"{', '.join(packaged)} measure(s) packaged models (me5-small, SmolLM2); drop it (--only heads,decode) with --random")
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,8 @@ def run_benchmarks(opts: BenchOptions, say: Callable[[str], None] = lambda messa
             del model, asg, table
             gc.collect()
     if "memory" in opts.sections:
-        name = "minilm" if opts.smoke else "me5-small"
-        say(f"{name}: resident memory, one fresh process per measurement")
-        report.rows += memory_rows(name, min(rounds, 3), niter=1)  # resident bytes do not depend on the fit's iterations
+        names, profile = (("minilm",), "smoke") if opts.smoke else (("me5-small", "smollm2"), "quick")
+        report.rows += memory_rows(names, min(rounds, 3), profile, opts.niter, say)
     if "fit" in opts.sections:
         name, profile = ("minilm", "smoke") if opts.smoke else ("me5-small", "quick")
         say(f"{name}: ASG and SG fit time under the {profile} budget")
