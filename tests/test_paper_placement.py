@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,18 @@ def test_a_claim_in_another_setting_says_why_and_markdown_has_every_claim(store)
     lines = [line for line in out.output.splitlines() if line.startswith("| 00")]
     assert len(lines) == len(claims.CLAIMS) and all(line.count(" | ") == len(claims.COLUMNS) - 1 for line in lines)
     assert json.loads(CliRunner().invoke(app, ["results", "--db", str(store.path), "--claims", "-f", "json"]).output)[0]["paper"] == "000 asg"
+
+
+def test_paper_and_claims_views_import_neither_torch_nor_transformers(store):
+    score = {"split": "test", "metric": "accuracy", "n": 4, "setting": "fine-tuned"}
+    _run(store, "sat", "ade", "ag_news", Score("ag_news", "en", value=0.75, **score), TUNED, {"sat": True}, items=(1.0, 1.0, 1.0, 0.0))
+    _run(store, "nosat", "ade", "ag_news", Score("ag_news", "en", value=0.5, **score), TUNED, {"sat": False}, items=(1.0, 0.0, 1.0, 0.0))
+    script = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom harness.cli import app\n"
+        "for view in ('--paper', '--claims'):\n"
+        f"    r = CliRunner().invoke(app, ['results', '--db', {str(store.path)!r}, view])\n"
+        "    assert r.exit_code == 0 and 'sat' in r.output, r.output\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
