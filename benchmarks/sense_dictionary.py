@@ -12,8 +12,13 @@ often, flattening as rarer tokens run out of occurrences. Reported per row: meas
 formula's bytes, the part from "frequent" tokens (seen at least the largest cap / k times; exactly
 linear), seconds to cluster, and least-squares lines with R^2 for the whole and the frequent part.
 
+With ``--mcl`` a Markov-clustering dictionary is built per vector cap too (each token's own number
+of senses, not capped by k: :func:`harness.methods.senses.senses_wanted`), and its senses per token
+are printed in paper 004 Table 6's bins (tokens with at most / more than 15 senses) beside the
+paper's row for Llama-3-8B-Instruct (read from ``paper_results.csv``).
+
     python -m benchmarks.sense_dictionary [--tokens 40000] [--caps 25,50,100,200,400] [--ks 1,5,10,15,20,30]
-        [--out benchmarks/out/sense_dictionary.json]
+        [--mcl] [--out benchmarks/out/sense_dictionary.json]
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from harness.methods import senses
+from harness.results.reference import read_paper_results
 from harness.sources import corpora, models
 from harness.sources.data import data_root
 
@@ -54,8 +60,25 @@ def dictionary_row(sampled: senses.TokenVectors, vocab: int, k: int, clustering:
         "senses": stats["senses"], "dictionary_bytes": stats["dictionary_bytes"],
         "formula_dictionary_bytes": int(np.minimum(kept, k).sum()) * dim * 2 + 8 * (vocab + 1) if clustering == "kmeans" else None,
         "frequent_dictionary_bytes": int(d.counts()[torch.from_numpy(sampled.ids[frequent])].sum()) * dim * 2,
-        "share_below_k": round(stats["share_below_k"], 4), "cluster_s": round(seconds, 2),
+        "share_below_k": round(stats["share_below_k"], 4), "max_senses": max(stats["senses_per_token_histogram"]),
+        "table6": stats["table6"], "cluster_s": round(seconds, 2),
     }
+
+
+def paper_table6() -> dict[str, float]:
+    """Paper 004 Table 6's senses-per-token bins for Llama-3-8B-Instruct's MCL dictionary, as printed."""
+    wanted = set(senses.table6_bins(torch.zeros(0, dtype=torch.int64)))
+    return {r.metric: r.value for r in read_paper_results() if r.paper == "multisense" and r.table == "Table 6" and r.metric in wanted}
+
+
+def table6_lines(paper: dict[str, float], rows: list[dict]) -> list[str]:
+    """Table 6's bins, the paper's row and one per MCL dictionary, as printed text."""
+    t = senses.TABLE6_SENSES
+    out = [f"{'senses per token (paper 004 Table 6)':<38}{'valid tokens':>13}{f'<= {t} senses':>20}{f'> {t} senses':>20}"]
+    for name, bins in [("Llama-3-8B-Instruct, MTEB (paper)", paper), *((f"MiniLM, WikiText-2, cap={r['cap']}", r["table6"]) for r in rows)]:
+        cells = [f"{int(bins[f'n_tokens_{side}{t}_senses']):,} ({bins[f'pct_tokens_{side}{t}_senses']:.2f}%)" for side in ("le", "gt")]
+        out.append(f"{name:<38}{int(bins['n_valid_tokens']):>13,}{cells[0]:>20}{cells[1]:>20}")
+    return out
 
 
 def main() -> None:
@@ -92,12 +115,15 @@ def main() -> None:
         "dictionary_bytes_vs_k": linear_fit(ks, [r["dictionary_bytes"] for r in by_k]),
         "frequent_dictionary_bytes_vs_k": linear_fit(ks, [r["frequent_dictionary_bytes"] for r in by_k]),
     }
-    if args.mcl:
-        mcl = [{"cap": c, **dictionary_row(full.capped(c), vocab, 10**6, "mcl", often_cap)} for c in caps]
-        result |= {"mcl_by_vector_cap": mcl, "mcl_dictionary_bytes_vs_cap": linear_fit(caps, [r["dictionary_bytes"] for r in mcl])}
+    if args.mcl:  # k (Table 5's 15) only sets share_below_k: MCL picks each token's number itself
+        mcl = [{"cap": c, **dictionary_row(full.capped(c), vocab, 15, "mcl", often_cap)} for c in caps]
+        result |= {"mcl_by_vector_cap": mcl, "mcl_dictionary_bytes_vs_cap": linear_fit(caps, [r["dictionary_bytes"] for r in mcl]),
+                   "paper_table6": paper_table6()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
+    if args.mcl:
+        print("\n".join(table6_lines(result["paper_table6"], result["mcl_by_vector_cap"])))
 
 
 if __name__ == "__main__":
