@@ -31,7 +31,7 @@ distilled anchors or a distilled student are the method):
 paper       tables                                  regime (from the paper's text)
 ==========  ======================================  ==================================================
 000 asg     all (1-4; 5 sizes)                      post hoc + fine-tuned: codebooks from the pretrained
-                                                    embeddings, then each task fine-tuned (Sec. 4, App.)
+                                                    embeddings, then each task fine-tuned (Sec. 2.2, 3.3)
 001 ksub    all (1-4)                               pretrained with the method: RoBERTa- / XLM-R-medium
                                                     pretrained from scratch with k-sub-embeddings
                                                     (Sec. 4, Table 5), then fine-tuned on GLUE / XNLI
@@ -44,9 +44,9 @@ paper       tables                                  regime (from the paper's tex
 003 vocab.  1, 2, 5, 7-11 (Patchscopes, bytes/token, post hoc, no training: the unchanged model with
             geometry)                               initialised transformation vectors; a tokenizer
 004 multi.  1, 3, 11 (GLUE, DeBERTa-v3-large)       post hoc + fine-tuned: drop-in / SKD student on the
-                                                    per-task fine-tuned teacher (Sec. 4.1, 4.3)
+                                                    per-task fine-tuned teacher (Sec. 4.1, 4.2)
 004 multi.  2, 4, 12 (MTEB), 10 (word sim.), 5-6    post hoc, no training: drop-in or SKD student scored
-                                                    by MTEB's probe or by sense similarity (Sec. 4.2, E)
+                                                    by MTEB's probe or by sense similarity (Sec. 4, App. E)
 ==========  ======================================  ==================================================
 
 A paper's baseline and comparator rows take their table's regime (the reference of that experiment).
