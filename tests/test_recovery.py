@@ -1,7 +1,8 @@
 """Recovery training as a run option (issue 32): ``--recover STEPS`` is planned, refused with the
 adapter's reason where it cannot apply, part of the run's identity and of the fit-cache key (the
 baseline stays the post-hoc run's), swept by ``--grid recover=...``, and run end to end: progress
-lines while it trains, what it did in the fit details, and the recovered fit reused from the cache.
+lines while it trains, what it did in the fit details, and the recovered fit reused from the cache
+(scores equal to the fresh fit's).
 
 The model is a local 2-layer Llama with SmolLM2's real tokenizer (random weights; a source users
 have, ``--model DIR``), on the smoke ``bpb`` suite."""
@@ -51,12 +52,14 @@ def test_recovery_is_part_of_the_identity_but_not_of_the_baseline(decoder):
     assert recovered.spec.config_hash != post_hoc.spec.config_hash
     assert recovered.spec.config_hash != plan(_request(decoder, 3, recover_lora=True)).spec.config_hash
     assert recovered.spec.baseline() == post_hoc.spec.baseline()  # one baseline for both
-    assert set(recovered.spec.fit_data) == {"wikitext2/train.txt", "c4_sample/c4_sample.jsonl"}
+    assert set(recovered.spec.recipe["recovery"]["data"]) == {"wikitext2/train.txt", "c4_sample/c4_sample.jsonl"}
     head = recovered.suite.tasks(recovered.suite_config)[0].head
     keys = [fitcache.key(p.spec, p.adapter, head, "t") for p in (post_hoc, recovered)]
     assert keys[0]["code"] == adapter_fingerprint("asg")  # docstrings and comments do not throw fits away
     assert "recovery" not in keys[0] and keys[1]["recovery"]["steps"] == 3
     assert fitcache.digest(keys[0]) != fitcache.digest(keys[1])
+    # the fit before recovery is the post-hoc run's fit
+    assert fitcache.key(recovered.spec, recovered.adapter, head, "t", recovery=False) == keys[0]
 
 
 @pytest.mark.parametrize("adapter, reason", [("vocabdiet", "distills"), ("none", "no tensors")])
@@ -97,9 +100,8 @@ def test_recovered_run_end_to_end_and_from_the_fit_cache(decoder, tmp_path, monk
     done = first.fit.details["recovery"]
     assert done["steps"] == 3 and done["trained"] == ["model.embed_tokens.codebooks"] and done["seconds"] > 0
     assert first.spec.recipe["recovery"]["steps"] == 3
+    entries = fitcache.FitCache(tmp_path / "fits").entries()  # the post-hoc fit and the recovered one
+    assert sorted("recovery" in e.key for e in entries) == [False, True]
     again = execute(_request(decoder, 3, force=True), store)[-1].record
     assert again.fit.details["fit_cache"]["reused"] and again.fit.details["recovery"] == done
     assert [s.value for s in again.scores] == [s.value for s in first.scores]
-    post_hoc = execute(_request(decoder), store)
-    assert post_hoc[0].reused and post_hoc[0].record.run_id == first.baseline_run_id  # the same baseline
-    assert [s.value for s in post_hoc[-1].record.scores] != [s.value for s in first.scores]

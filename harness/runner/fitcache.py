@@ -5,7 +5,8 @@ The key is what determines the fitted modules: the model and its revision, the h
 acts on, the adapter with its config and budget, the fit corpora's sha256, the seed, the adapter's
 code fingerprint (:func:`harness.results.fingerprint.adapter_fingerprint`: its modules and the
 harness modules they import, docstrings and comments left out, so a docstring edit keeps fits) and
-the saved format; with recovery training, its recipe and the recovery module's fingerprint.
+the saved format; with recovery training, its recipe and the recovery module's fingerprint (the
+fit before recovery is kept under the post-hoc key as well, so a sweep over steps fits once).
 An ``after_finetune`` adapter, or one fitted on the suite's training texts, fits on what the suite
 made, so its key also holds the suite, its config, recipe and data, and the task.
 
@@ -56,14 +57,15 @@ class FitInfo:
         return {"fit_cache": dataclasses.asdict(self)}
 
 
-def key(spec: RunSpec, adapter: Adapter, head: Head, task: str) -> dict[str, Any]:
-    """The cache key of ``adapter``'s fit in the run ``spec`` on the task ``task`` with ``head``."""
+def key(spec: RunSpec, adapter: Adapter, head: Head, task: str, recovery: bool = True) -> dict[str, Any]:
+    """The cache key of ``adapter``'s fit in the run ``spec`` on the task ``task`` with ``head``; with
+    ``recovery`` False, of the fit before the run's recovery training (the post-hoc run's fit)."""
     out = {
         "model": spec.model, "model_revision": spec.model_revision, "head": dataclasses.asdict(head),
         "adapter": spec.adapter, "adapter_config": spec.adapter_config, "adapter_budget": spec.adapter_budget,
         "fit_data": spec.fit_data, "seed": spec.seed, "code": adapter_fingerprint(adapter.name), "format": saved.FORMAT,
     }
-    if "recovery" in spec.recipe:
+    if recovery and "recovery" in spec.recipe:
         out["recovery"] = {**spec.recipe["recovery"], "code": module_fingerprint(recover.__name__)}
     if adapter.stage == "after_finetune" or corpora.TASK_TRAIN in adapter.corpora():
         out["suite"] = {"name": spec.suite, "config": spec.suite_config, "recipe": spec.recipe, "data": spec.data, "task": task}

@@ -5,7 +5,8 @@
 
 With ``--recover STEPS`` (``recipe["recovery"]``) the fitted model is trained toward a frozen copy of
 the unchanged model before anything measures it (:mod:`harness.methods.recover`); the fit cache
-keeps the recovered model, and the fit details say what recovery did (``recovery``).
+keeps the fit before recovery (the post-hoc run's) and the recovered model, and the fit details say
+what recovery did (``recovery``).
 
 The adapter is fitted once per run where it can be: for later tasks of a multi-task suite (GLUE),
 a ``before_finetune`` adapter's compressed backbone is copied into the new task's model (the
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,19 +146,25 @@ class Pipeline:
         fitted now (the teacher lives only while it fits) and saved there. ``data`` is needed only
         by adapters that fit on the suite's training texts."""
 
-        recovery = self.spec.recipe.get("recovery")
-
         def fit() -> Applied:
-            wanted = self.adapter.needs_teacher or recovery is not None
-            teacher = copy.deepcopy(model).eval().requires_grad_(False) if wanted else None
-            applied = self.adapter.apply(model, FitContext(
+            teacher = copy.deepcopy(model).eval().requires_grad_(False) if self.adapter.needs_teacher else None
+            return self.adapter.apply(model, FitContext(
                 profile=self.spec.profile, seed=self.spec.seed, device=self.p.device, workdir=self.workdir / "fit",
-                tokenizer=tokenizer, corpora=self._fit_corpora(task, data), budget=self.p.adapter_budget,
-                teacher=teacher if self.adapter.needs_teacher else None, progress=self.progress,
+                tokenizer=tokenizer, corpora=self._fit_corpora(task, data), budget=self.p.adapter_budget, teacher=teacher,
+                progress=self.progress,
             ))
-            return applied if recovery is None else self._recover(applied, teacher, tokenizer, recovery)
 
-        return fitcache.fitted(fitcache.key(self.spec, self.adapter, task.head, task.name), fit, self.adapter.cacheable)
+        key = functools.partial(fitcache.key, self.spec, self.adapter, task.head, task.name)
+        settings = self.spec.recipe.get("recovery")
+        if settings is None:
+            return fitcache.fitted(key(), fit, self.adapter.cacheable)
+
+        def recovered() -> Applied:
+            teacher = copy.deepcopy(model).eval().requires_grad_(False)  # the unchanged model
+            applied, _ = fitcache.fitted(key(recovery=False), fit, self.adapter.cacheable)
+            return self._recover(applied, teacher, tokenizer, settings)
+
+        return fitcache.fitted(key(), recovered, self.adapter.cacheable)
 
     def _recover(self, applied: Applied, teacher: nn.Module, tokenizer: Any, settings: dict[str, Any]) -> Applied:
         """Recovery training of the fitted model toward the unchanged one (:mod:`harness.methods.recover`);

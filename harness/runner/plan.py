@@ -2,8 +2,9 @@
 
 A plan builds the suite and adapter from their registries and ``--set`` values, resolves the model,
 checks the adapter against the model's table, picks both budgets from their tables (and with
-``--recover`` the recovery budget, kept in the recipe as ``recovery``), and checks the data the run
-will read (the suite's files and the fit corpora: presence and sha256, cached by size and mtime).
+``--recover`` the recovery budget and its corpora's sha256, kept in the recipe as ``recovery``), and
+checks the data the run will read (the suite's files and the fit corpora: presence and sha256,
+cached by size and mtime).
 The data revisions and the code fingerprint (:mod:`harness.results.fingerprint`) go into the run's identity, so a finished run is reused only for the same data and the same scoring
 code; missing data is an error even when a finished run exists.
 """
@@ -143,15 +144,14 @@ def plan(request: RunRequest) -> Plan:
     recipe = suite.budgets.recipe(request.profile, large)
     recovered = recovery(request, adapter, large)
     if recovered:
-        recipe["recovery"] = recovered
-    fit_corpora = [*adapter.corpora(), *(c for c in recovered["corpora"] if c not in adapter.corpora())] if recovered else adapter.corpora()
+        recipe["recovery"] = {**recovered, "data": revisions(data_dir, [corpora.source(name) for name in recovered["corpora"]])}
     spec = RunSpec(
         model=ref.name, model_revision=ref.revision, adapter=adapter.name, adapter_config=as_dict(adapter.config),
         suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
         recipe=recipe,
         adapter_budget=dataclasses.asdict(adapter_budget) if adapter_budget is not None else {},
         data=revisions(data_dir, suite.sources(suite_config, suite_budget)),
-        fit_data=revisions(data_dir, [corpora.source(name) for name in fit_corpora]),
+        fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
         code=code_fingerprint(adapter.name, suite.name),
     )
     return Plan(suite, suite_config, suite_budget, adapter, adapter_budget, ref, spec, data_dir, device, request.force)
