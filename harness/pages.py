@@ -35,6 +35,17 @@ def _flags(first_page: int, count: int) -> tuple[int, ...]:
         return struct.unpack(f"{count}Q", pagemap.read(count * 8))
 
 
+def resident_bytes(address: int, size: int) -> int:
+    """Bytes of the pages overlapping [address, address + size) that are in this process's memory
+    (0 where the pagemap cannot be read)."""
+    first, last = address // PAGE, -(-(address + size) // PAGE)
+    try:
+        flags = _flags(first, last - first)
+    except OSError:
+        return 0
+    return PAGE * sum(bool(f & _PRESENT) for f in flags)
+
+
 def _runs(pages: Iterable[bool]) -> list[tuple[int, int]]:
     """(start, length) of each run of True, in page offsets."""
     runs: list[tuple[int, int]] = []
