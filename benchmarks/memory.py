@@ -151,7 +151,7 @@ def _embedding_resident(model) -> int:
     return sum(pages.resident_bytes(t.data_ptr(), t.numel() * t.element_size()) for t in tensors.values())
 
 
-def added_tensors(pair: "Pair") -> dict[str, int]:
+def added_tensors(pair: Pair) -> dict[str, int]:
     """Bytes of each tensor in ASG's safetensors files whose name the base file lacks (read from the headers)."""
     def tensors(path: Path) -> dict[str, int]:
         with path.open("rb") as f:
@@ -237,7 +237,7 @@ def rows_of(pair: Pair, workload: str, runs: list[dict[str, dict[str, int]]], st
 
     label = (f"{pair.name} {workload} ({'one forward, 2 sentences' if workload == 'batch' else 'forward + every id embedded'}), "
              f"fresh process, base vs ASG k={ASG['k']} m={ASG['m']} export")
-    mib = lambda b: f"{b / MIB:.0f}"  # noqa: E731
+    mib = lambda b: f"{b / MIB:.0f}"
     rest = pair.folder_bytes("base") - table  # the base folder less its table: both loaders read all of the rest
     added = added_tensors(pair)
     files = ", ".join(f"{k} {b / MIB:.1f}" for k, b in added.items() if b >= MIB / 10)
