@@ -33,7 +33,7 @@ def tiny_models(tmp_path_factory, minilm_ref, smollm2_tokenizer) -> dict[str, Pa
     root = tmp_path_factory.mktemp("tiny-models")
     encoder = BertModel(BertConfig(vocab_size=30522, hidden_size=96, num_hidden_layers=5, num_attention_heads=4, intermediate_size=192))
     decoder = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(smollm2_tokenizer), hidden_size=96, intermediate_size=192, num_hidden_layers=12,
+        vocab_size=len(smollm2_tokenizer), hidden_size=96, intermediate_size=192, num_hidden_layers=4,
         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
     ))
     tokenizers = {"encoder": AutoTokenizer.from_pretrained(minilm_ref.location), "decoder": smollm2_tokenizer}

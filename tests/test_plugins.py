@@ -4,6 +4,7 @@ plugins give one line naming their package (tests/plugins/)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +20,11 @@ HARNESS = str(Path(sys.executable).with_name("harness"))
 def plugin_path(tmp_path_factory) -> Path:
     """Both fixture packages installed (wheels built here) into a folder put on PYTHONPATH."""
     target = tmp_path_factory.mktemp("plugins")
-    for package in ("frequent_table", "broken_plugin"):
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), str(PLUGINS / package)],
-            check=True, capture_output=True, timeout=300,
-        )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target),
+         *(str(PLUGINS / package) for package in ("frequent_table", "broken_plugin"))],
+        check=True, capture_output=True, timeout=300,
+    )
     return target
 
 
@@ -39,8 +40,10 @@ def test_example_plugin_is_listed_with_corpus_teacher_and_budgets(plugin_path):
     assert "corpus wikitext2_train" in out.stdout and "teacher" in out.stdout and "fit_texts=50" in out.stdout
 
 
-def test_example_plugin_runs_through_the_cli(plugin_path, tmp_path):
+def test_example_plugin_runs_through_the_cli(plugin_path, smoke_db, tmp_path):
+    """On a copy of the session's smoke database: the plugin's run reuses the stored baseline."""
     db = tmp_path / "r.duckdb"
+    shutil.copy(smoke_db, db)
     out = _harness(plugin_path, "run", "--suite", "xnli", "--adapter", "frequent", "--model", "minilm", "--profile", "smoke",
                    "--set", "keep=2000", "--db", str(db))
     assert out.returncode == 0, out.stderr
