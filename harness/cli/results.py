@@ -25,16 +25,18 @@ COLUMNS = (
     "run_id", "model", "adapter", "config", "suite", "profile", "seed", "task", "language", "metric", "setting",
     "value", "ci_low", "ci_high", "chance", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "chance_adjusted_pct_base",
     "difference", "difference_ci_low", "difference_ci_high", "p_value", "flip_rate", "agreement", "n_paired", "unpaired",
-    "baseline_above_chance", "emb_param_fraction", "storage_bytes", "split", "n", "baseline_run_id", "variant",
+    "baseline_above_chance", "emb_param_fraction", "model_param_fraction", "storage_bytes", "split", "n", "baseline_run_id", "variant",
 )
 # averaged over seeds by --aggregate (mean and sample sd); a configuration is a run's variant (its config hash without the seed)
 AGGREGATED = ("value", "pct_base", "chance_adjusted_pct_base", "difference", "flip_rate")
 GROUP = ("variant", "model", "adapter", "config", "suite", "profile", "task", "language", "split", "metric", "setting")
 
 
-# the results view with each run's recipe and fit details (its regime and resolved config)
-_SOURCE = ("(SELECT v.*, CAST(r.recipe AS VARCHAR) AS recipe, CAST(r.fit_details AS VARCHAR) AS fit_details "
-           "FROM results v JOIN runs r USING (run_id))")
+# the results view with each run's recipe and fit details, and the share of all the model's parameters it
+# keeps (SKD's student/teacher ratio, paper 004 Tables 7-8, sits here beside its scores)
+_SOURCE = ("(SELECT v.*, CAST(r.recipe AS VARCHAR) AS recipe, CAST(r.fit_details AS VARCHAR) AS fit_details, "
+           "c.total_params_after::DOUBLE / nullif(c.total_params_before, 0) AS model_param_fraction "
+           "FROM results v JOIN runs r USING (run_id) LEFT JOIN compression c USING (run_id))")
 
 
 def _where(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool) -> tuple[str, list]:
@@ -68,6 +70,7 @@ def fetch_aggregate(store: Store, suite: str | None, adapter: str | None, model:
     sql = (
         f"SELECT {', '.join(GROUP)}, count(*) AS seeds, list(seed ORDER BY seed) AS seed_list, {stats}, "
         "bool_and(baseline_above_chance) AS baseline_above_chance, any_value(emb_param_fraction) AS emb_param_fraction, "
+        "any_value(model_param_fraction) AS model_param_fraction, "
         "any_value(recipe) AS recipe, any_value(fit_details) AS fit_details "
         f"FROM (SELECT *, row_number() OVER (PARTITION BY variant, seed, task, language, split, metric ORDER BY finished_at DESC) AS newest "
         f"FROM {_SOURCE} {where}) WHERE newest = 1 GROUP BY {', '.join(GROUP)} ORDER BY suite, model, adapter, config, task, language, metric"
@@ -173,7 +176,7 @@ def _table(frame: pd.DataFrame) -> str:
         "value [95% CI]": [_with_ci(*v) for v in zip(frame.value, frame.ci_low, frame.ci_high)],
         "%Base [paired CI]": [_pct_base(*v) for v in zip(frame.pct_base, frame.pct_base_ci_low, frame.pct_base_ci_high, frame.unpaired)],
         "chance-adj.": frame.chance_adjusted_pct_base.map(_cell), "p": frame.p_value.map(_cell), "flips": frame.flip_rate.map(_cell),
-        "emb. frac.": frame.emb_param_fraction.map(_cell),
+        "emb. frac.": frame.emb_param_fraction.map(_cell), "model frac.": frame.model_param_fraction.map(_cell),
         "flag": [", ".join(f for f in (_flag(a), "stale" if s else "") if f) for a, s in zip(frame.baseline_above_chance, frame.stale)],
     })
     return f"{len(frame)} result rows\n" + (view.to_string(index=False) if len(view) else "(no rows)")
