@@ -89,7 +89,7 @@ def resumed_sweep(smoke_db, tmp_path_factory):
     proc.wait(timeout=30)
     statuses = _journal_status(db)
     status = CliRunner().invoke(app, ["sweep", *SWEEP, "--grid", "k=64,256,1024", "--db", str(db), "--status"])
-    rerun = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    rerun = CliRunner().invoke(app, args[1:])  # in this process: only the killed sweep needs one of its own
     return db, "".join(first), statuses, status, rerun
 
 
@@ -101,7 +101,7 @@ def test_kill_9_loses_no_finished_point_and_the_rerun_runs_only_the_rest(resumed
     lines = killed_status.stdout.splitlines()
     assert lines[0].startswith("sweep: 3/4 done, 0 running, 1 failed, 0 pending; ETA ")  # the dead run is not "running"
     assert [line.split()[0] for line in lines[1:]] == ["finished", "finished", "finished", "failed"]
-    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.exit_code == 0, rerun.output
     assert "4 points (1 baselines), 3 already stored, 1 to run" in rerun.stderr
     assert rerun.stderr.count("started  ") == 1 and "started  asg k=1024" in rerun.stderr
     assert sorted(_finished_hashes(db).values()) == [1, 1, 1, 1]  # every point once, none twice
@@ -133,14 +133,13 @@ def test_ray_backend_gives_the_scores_of_the_local_sweep(resumed_sweep, tmp_path
 
 
 def test_jobs_run_points_in_worker_processes_and_the_driver_ingests(tmp_path):
-    """--jobs 2: two tokenizer-suite points in spawned workers (journal only); the driver writes the DB."""
+    """--jobs 2: two tokenizer-suite points in spawned workers (journal only); the driver (this process) writes the DB."""
     db = tmp_path / "r.duckdb"
-    args = [HARNESS, "sweep", "--adapter", "none", "--suite", "tokenizer", "--model", "minilm", "--profile", "smoke",
+    args = ["sweep", "--adapter", "none", "--suite", "tokenizer", "--model", "minilm", "--profile", "smoke",
             "--seeds", "0,1", "--jobs", "2", "--device", "cpu", "--db", str(db)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stderr
-    assert "2 points (2 baselines), 0 already stored, 2 to run on local (2 at a time)" in stderr
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "2 points (2 baselines), 0 already stored, 2 to run on local (2 at a time)" in result.stderr
     runs = Store(db).query("SELECT seed, status, pid FROM runs ORDER BY seed")
     assert list(runs.status) == ["finished", "finished"] and list(runs.seed) == [0, 1]
-    assert proc.pid not in set(runs.pid)  # executed in the workers, not in the driver
+    assert os.getpid() not in set(runs.pid)  # executed in the workers, not in the driver
