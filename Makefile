@@ -36,20 +36,25 @@ test:
 bench:
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks --json benchmarks/out/bench.json
 
-# The committed results.duckdb: real quick-profile xnli runs (each "model adapter key=value ..."
-# entry is one `harness run`; a model's baseline is run once and reused, and runs already stored
-# are reused, so adding an entry only runs that entry), then the papers' reported numbers
-# (`harness reference load`, idempotent). After a schema change: make reference FRESH=1.
-REFERENCE_RUNS = "minilm asg k=256" "minilm asg k=1024" "minilm sg fraction=0.4" \
-	"minilm ksub K=3 M=100 allocation=clustered" "minilm lowrank r=64" "minilm quant bits=8" \
-	"me5-small asg"
+# The committed results.duckdb: real quick-profile runs, each "suite model adapter [key=value | --option=value] ..."
+# entry one `harness run` (key=value is an adapter setting, --option=value a run option such as --recover=100);
+# a baseline is run once per suite and model and reused, and runs already stored and current are reused, so
+# adding an entry only runs that entry; then the papers' reported numbers (`harness reference load`,
+# idempotent). After a schema change: make reference FRESH=1.
+REFERENCE_RUNS = "xnli me5-small asg" \
+	"ag_news minilm ade" "ag_news minilm ade fit_on=vocab" \
+	"word_sim minilm multisense k=1 corpus=wikitext2_train" "word_sim minilm multisense k=5 corpus=wikitext2_train" \
+	"bpb smollm2 vocabdiet" "patchscopes smollm2 vocabdiet" \
+	"bpb smollm2 asg k=1024" "bpb smollm2 asg k=1024 --recover=100" \
+	"xnli minilm ksub K=3 allocation=clustered --recover=100" "xnli minilm ksub K=3 allocation=random --recover=100" \
+	"mteb_clf minilm skd"
 
 reference:
 	$(if $(FRESH),rm -rf results.duckdb results.records)
 	for run in $(REFERENCE_RUNS); do \
-		set -- $$run; model=$$1; adapter=$$2; shift 2; \
-		HF_HUB_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)} \
-		$(BIN)/harness run --suite xnli --model $$model --adapter $$adapter --profile quick --db results.duckdb \
-			$$(for kv in "$$@"; do printf -- '--set %s ' "$$kv"; done) || exit 1; \
+		set -- $$run; suite=$$1; model=$$2; adapter=$$3; shift 3; \
+		HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)} \
+		$(BIN)/harness run --suite $$suite --model $$model --adapter $$adapter --profile quick --db results.duckdb \
+			$$(for kv in "$$@"; do case $$kv in --*) printf -- '%s ' "$$kv";; *) printf -- '--set %s ' "$$kv";; esac; done) || exit 1; \
 	done
 	$(BIN)/harness reference load --db results.duckdb
