@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.cli.results import fetch_paper
-from harness.results import claims, reference
+from harness.results import claims, reference, summary
 from harness.results.fingerprint import code_fingerprint
 from harness.results.records import (
     CompressionReport,
@@ -220,3 +220,12 @@ def test_paper_and_claims_views_import_neither_torch_nor_transformers(store):
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_recovered_run_reads_as_its_own_configuration():
+    """Post hoc and recovered runs of one method differ only in the recipe: the label says which."""
+    config, fit = '{"k": 0, "m": 48}', '{"k": 1024, "k_rule": "0.45% of V"}'
+    assert json.loads(summary.resolved_config(config, fit)) == {"k": 1024, "m": 48}
+    recovered = summary.resolved_config(config, fit, json.dumps({"recovery": {"steps": 100, "lora": True}}))
+    assert json.loads(recovered) == {"k": 1024, "m": 48, "recover": 100, "recover_lora": True}
+    assert summary.resolved_config(config, fit, json.dumps({"recovery": {"steps": 0}})) == summary.resolved_config(config, fit)

@@ -101,7 +101,7 @@ def with_run_facts(rows: pd.DataFrame) -> pd.DataFrame:
     setups = rows[keys].drop_duplicates()
     setups = setups.assign(
         regime=[run_regime(r, a, c) for r, a, c in zip(setups.recipe, setups.adapter, setups.config)],
-        resolved=[resolved_config(c, f) for c, f in zip(setups.config, setups.fit_details)],
+        resolved=[resolved_config(c, f, r) for c, f, r in zip(setups.config, setups.fit_details, setups.recipe)],
     )
     out = rows.merge(setups, on=keys, how="left").drop(columns="config").rename(columns={"resolved": "config"})
     kept = [c for c in rows.columns if c not in ("recipe", "fit_details")]
@@ -113,13 +113,17 @@ def with_resolved_config(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(config=[resolved_config(c, f) for c, f in zip(rows.config, rows.fit_details)]).drop(columns="fit_details")
 
 
-def resolved_config(config: str | None, fit_details: str | None) -> str:
+def resolved_config(config: str | None, fit_details: str | None, recipe: str | None = None) -> str:
     """The configuration as the fit resolved it: a setting the fit reports under the same name with
     another plain value takes that value (ASG's ``k=0``, paper 000's size rule, is the ``k`` it chose,
-    1,024 on a 250k vocabulary; the rule stays in the run's fit details as ``k_rule``)."""
+    1,024 on a 250k vocabulary; the rule stays in the run's fit details as ``k_rule``); a run with
+    recovery training (the recipe's ``recovery``, ``--recover``) shows ``recover`` (and ``recover_lora``)
+    after it, so a recovered run and its post-hoc one read as two configurations."""
     written = json.loads(config or "{}")
     fit = json.loads(fit_details or "null")
-    if not isinstance(fit, dict):
-        return config or "{}"
-    resolved = {k: fit[k] if isinstance(fit.get(k), (bool, int, float, str)) else v for k, v in written.items()}
-    return json.dumps(resolved) if resolved != written else config
+    resolved = written if not isinstance(fit, dict) else {
+        k: fit[k] if isinstance(fit.get(k), (bool, int, float, str)) else v for k, v in written.items()}
+    recovery = (json.loads(recipe or "null") or {}).get("recovery") or {}
+    if recovery.get("steps"):
+        resolved = {**resolved, "recover": recovery["steps"], **({"recover_lora": True} if recovery.get("lora") else {})}
+    return json.dumps(resolved) if resolved != written else (config or "{}")
