@@ -42,11 +42,13 @@ bench:
 # adding an entry only runs that entry; then the papers' reported numbers (`harness reference load`,
 # idempotent). After a schema change: make reference FRESH=1.
 REFERENCE_RUNS = "xnli me5-small asg" \
-	"ag_news minilm ade" "ag_news minilm ade fit_on=vocab" \
+	"ag_news minilm ade" "ag_news minilm ade fit_on=vocab" "ag_news minilm ade sat=false" \
 	"word_sim minilm multisense k=1 corpus=wikitext2_train" "word_sim minilm multisense k=5 corpus=wikitext2_train" \
 	"word_sim minilm multisense k=15 corpus=wikitext2_train" \
 	"bpb smollm2 vocabdiet" "patchscopes smollm2 vocabdiet" \
 	"bpb smollm2 asg k=1024" "bpb smollm2 asg k=1024 --recover=100" \
+	"bpb smollm2 asg k=1024 --recover=100 --recover-lora" "bpb smollm2 asg k=1024 --recover=300" \
+	"bpb smollm2 lowrank r=64" "bpb smollm2 lowrank r=64 --recover=100" "bpb smollm2 quant" "bpb smollm2 quant --recover=100" \
 	"xnli minilm ksub K=3 allocation=clustered --recover=100" "xnli minilm ksub K=3 allocation=random --recover=100" \
 	"xnli minilm ksub K=3 allocation=clustered --recover=1000" \
 	"mteb_clf minilm skd"
