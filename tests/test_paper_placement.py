@@ -190,6 +190,11 @@ def test_a_contrast_claims_verdict_follows_the_paired_items(store):
          finished="2026-01-01T00:02:00+00:00")
     row = _claim(store, "ade", "Table 3")
     assert row["verdict"] == "does not" and row["harness figure [95% CI]"].startswith("66.7%")
+    recovered = {**TUNED, "recovery": {"steps": 100}}
+    _run(store, "nosat3", "ade", "ag_news", Score("ag_news", "en", value=0.75, **score), recovered, {"sat": False}, items=better,
+         finished="2026-01-01T00:03:00+00:00")
+    row = _claim(store, "ade", "Table 3")  # the newest run without SAT was trained otherwise: not sat2's partner
+    assert row["runs"] == "sat2 vs nosat2"
 
 
 def test_a_claim_in_another_setting_says_why_and_markdown_has_every_claim(store):

@@ -135,6 +135,12 @@ def _runs(store: Store, claim: Claim, side: Side, stale: list[str]) -> pd.DataFr
     return rows[holds]
 
 
+def _recovery(recipe: str | None) -> str:
+    """A run's recovery training as text: a contrast pairs runs trained alike (a clustered run with
+    1,000 recovery steps is not set against a random one with 100)."""
+    return json.dumps((json.loads(recipe or "null") or {}).get("recovery"), sort_keys=True)
+
+
 def _interval(low, high) -> str:
     return "" if low is None or pd.isna(low) else f" [{low:.1f}, {high:.1f}]"
 
@@ -180,7 +186,8 @@ def assess(store: Store, claim: Claim, rows: list[PaperResult], stale: list[str]
     first = first.assign(differs=[differs(r) for _, r in first.iterrows()]).sort_values("differs", key=lambda d: d.ne(""), kind="stable")
     if claim.second is not None:  # the closest run: in the paper's setting where one is, else the newest
         second = _runs(store, claim, claim.second, stale)
-        pairs = [(a, b) for _, a in first.iterrows() for _, b in second.iterrows() if (a.model, a.profile) == (b.model, b.profile)]
+        pairs = [(a, b) for _, a in first.iterrows() for _, b in second.iterrows()
+                 if (a.model, a.profile, _recovery(a.recipe)) == (b.model, b.profile, _recovery(b.recipe))]
         if not pairs:
             return out
         run, other = pairs[0]
