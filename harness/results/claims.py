@@ -33,6 +33,7 @@ from harness.results.reference import (
     difference,
     model_family,
     paper_regime,
+    recovery_of,
     read_paper_results,
     run_regime,
 )
@@ -138,7 +139,7 @@ def _runs(store: Store, claim: Claim, side: Side, stale: list[str]) -> pd.DataFr
 def _recovery(recipe: str | None) -> str:
     """A run's recovery training as text: a contrast pairs runs trained alike (a clustered run with
     1,000 recovery steps is not set against a random one with 100)."""
-    return json.dumps((json.loads(recipe or "null") or {}).get("recovery"), sort_keys=True)
+    return json.dumps(recovery_of(recipe), sort_keys=True)
 
 
 def _interval(low, high) -> str:

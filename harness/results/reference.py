@@ -263,6 +263,13 @@ def model_family(name: str | None) -> str:
     return FAMILIES.get((name or "").lower(), name or "unknown")
 
 
+def recovery_of(recipe: Mapping | str | None) -> dict:
+    """A run's recovery training as its recipe stored it (``recipe["recovery"]``, issue 32); ``{}`` when it had none."""
+    recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe or {})
+    recovery = (recipe or {}).get("recovery") or {}
+    return recovery if recovery.get("steps") else {}
+
+
 def run_regime(recipe: Mapping | str | None, adapter: str | None = None, config: Mapping | str | None = None) -> str:
     """A run's regime from what it stored: recovery training (the recipe's ``recovery.steps`` > 0,
     issue 32, or an adapter's own post-hoc training, :data:`OWN_RECOVERY`) and task fine-tuning
@@ -270,7 +277,7 @@ def run_regime(recipe: Mapping | str | None, adapter: str | None = None, config:
     recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe or {})
     config = json.loads(config) if isinstance(config, str) else (config or {})
     key, off = OWN_RECOVERY.get(adapter or "", (None, None))
-    recovered = ((recipe.get("recovery") or {}).get("steps") or 0) > 0 or (key is not None and config.get(key, off) != off)
+    recovered = bool(recovery_of(recipe)) or (key is not None and config.get(key, off) != off)
     tuned = (recipe.get("epochs") or 0) > 0
     return {(True, True): RECOVERY_FINE_TUNED, (True, False): RECOVERY, (False, True): FINE_TUNED}.get((recovered, tuned), NO_TRAINING)
 

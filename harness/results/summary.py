@@ -20,7 +20,7 @@ import json
 import pandas as pd
 
 from harness.results.fingerprint import code_fingerprint
-from harness.results.reference import model_family, run_regime
+from harness.results.reference import model_family, recovery_of, run_regime
 from harness.results.store import Store
 
 # suite -> (task, metric) of its headline score, where the first stored avg row is not it
@@ -123,7 +123,7 @@ def resolved_config(config: str | None, fit_details: str | None, recipe: str | N
     fit = json.loads(fit_details or "null")
     resolved = written if not isinstance(fit, dict) else {
         k: fit[k] if isinstance(fit.get(k), (bool, int, float, str)) else v for k, v in written.items()}
-    recovery = (json.loads(recipe or "null") or {}).get("recovery") or {}
-    if recovery.get("steps"):
+    recovery = recovery_of(recipe)
+    if recovery:
         resolved = {**resolved, "recover": recovery["steps"], **({"recover_lora": True} if recovery.get("lora") else {})}
     return json.dumps(resolved) if resolved != written else (config or "{}")
