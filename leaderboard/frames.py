@@ -44,6 +44,20 @@ def run_label(adapter: str, config: str | None) -> str:
     return adapter if label == "-" else f"{adapter} {label}"
 
 
+def key_settings(rows: pd.DataFrame) -> pd.Series:
+    """An adapter and the settings that vary among its stored configurations (``asg k=1024``); the
+    full configuration is in its own column."""
+    configs = rows.config.map(lambda c: json.loads(c or "{}"))
+    varying = {
+        adapter: {k for k in set().union(*part) if len({json.dumps(c.get(k)) for c in part}) > 1}
+        for adapter, part in configs.groupby(rows.adapter)
+    }
+    return pd.Series([
+        " ".join([a, *(f"{k}={json.dumps(v)}" for k, v in c.items() if k in varying[a])])
+        for a, c in zip(rows.adapter, configs)
+    ], index=rows.index)
+
+
 def over_seeds(rows: pd.DataFrame, by_seed: bool = False) -> pd.DataFrame:
     """One row per configuration (variant), task, language and metric of summary rows
     (:mod:`harness.results.summary`): the mean over its seeds of scores, %Base and the comparison
@@ -90,6 +104,31 @@ def pareto_frontier(points: pd.DataFrame, include_at_chance: bool = False) -> pd
     )
     best_before = ordered.pct_base.cummax().shift(fill_value=float("-inf"))
     return ordered[ordered.pct_base > best_before]
+
+
+CURVE_COLUMNS = ["line", "adapter", "lora", "steps", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "config", "run_id"]
+
+
+def recovery_curves(points: pd.DataFrame) -> pd.DataFrame:
+    """A sweep over recovery training (issue 32) as curves: one line per method configuration (adapter
+    and settings apart from ``recover`` / ``recover_lora``, which the summary's resolved config carries,
+    :func:`harness.results.summary.resolved_config`) and recovery kind, its points (one per
+    configuration, seeds averaged as in ``points``) by recovery steps, 0 = post hoc. A +LoRA line
+    starts from the same post-hoc point. Only lines with two step counts or more; empty when the view
+    holds no such sweep."""
+    configs = points.config.map(lambda c: json.loads(c or "{}"))
+    steps = configs.map(lambda c: int(c.pop("recover", 0)))  # pop: what remains is the configuration
+    lora = configs.map(lambda c: bool(c.pop("recover_lora", False)))
+    frame = points.assign(steps=steps, lora=lora, config=configs.map(json.dumps))
+    post_hoc = frame[frame.steps.eq(0)]
+    lines = pd.concat([frame[~frame.lora], frame[frame.lora], post_hoc.assign(lora=True)[post_hoc.config.isin(frame.config[frame.lora])]])
+    lines = lines[lines.adapter.ne("none")]
+    swept = lines.groupby(["adapter", "config", "lora"]).steps.transform("nunique") >= 2
+    lines = lines[swept].sort_values(["adapter", "config", "lora", "steps"], kind="stable")
+    if lines.empty:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    names = key_settings(lines) + lines.lora.map({True: " + LoRA", False: ""})
+    return lines.assign(line=names)[CURVE_COLUMNS].reset_index(drop=True)
 
 
 def with_ratios(eff: pd.DataFrame) -> pd.DataFrame:

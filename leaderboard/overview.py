@@ -4,12 +4,11 @@ the headline %Base with its paired interval, marked where it needs a caveat. Pur
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from harness.leaderboard.frames import config_label, over_seeds
+from harness.leaderboard.frames import config_label, key_settings, over_seeds
 
 from harness.results.summary import MARKERS
 
@@ -26,20 +25,6 @@ class Overview:
     run_ids: pd.DataFrame   # the newest run behind each cell
     suites: list[str]       # the suite columns, most covered first
     unpaired: list[str]     # why cells marked † have no interval: footnote i + 1 (``†1``) is unpaired[i]
-
-
-def key_settings(rows: pd.DataFrame) -> pd.Series:
-    """An adapter and the settings that vary among its stored configurations (``asg k=1024``); the
-    full configuration is in its own column."""
-    configs = rows.config.map(lambda c: json.loads(c or "{}"))
-    varying = {
-        adapter: {k for k in set().union(*part) if len({json.dumps(c.get(k)) for c in part}) > 1}
-        for adapter, part in configs.groupby(rows.adapter)
-    }
-    return pd.Series([
-        " ".join([a, *(f"{k}={json.dumps(v)}" for k, v in c.items() if k in varying[a])])
-        for a, c in zip(rows.adapter, configs)
-    ], index=rows.index)
 
 
 def _cells(summary: pd.DataFrame, aggregate: bool) -> pd.DataFrame:

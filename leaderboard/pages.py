@@ -58,7 +58,8 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
            groups: Callable[[], pd.Series] | None, selected: str | None, others: pd.DataFrame | None = None) -> None:
     """The chart of one view (suite, model, profile, task, metric): drawn at once, then redrawn with
     the significance groups as marker shapes once they are computed (``groups``, by variant); below
-    it the papers' points of the same task that another regime, setting or metric keeps off it."""
+    it the recovery curve where the view holds a sweep over recovery steps, and the papers' points
+    of the same task that another regime, setting or metric keeps off it."""
     show_papers = st.toggle("Show the papers' reported points (hollow markers)", value=True, key="papers", bind="query-params")
     include_at_chance = st.toggle("Let runs whose baseline is at chance (x markers) onto the frontier", value=False)
     if not paper_rows:
@@ -77,13 +78,30 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
     draw = lambda pts: chart.plotly_chart(  # noqa: E731
         plots.pareto_figure(pts, papers if show_papers else None, colours, include_at_chance, selected), key=f"pareto-{len(pts.columns)}",
     )
+    note = st.empty()  # the marker shapes' meaning, once the groups are drawn
     draw(points)
+    recovery(points, colours)
     if groups is not None:
         draw(points.assign(group=points.variant.map(groups())))
-        st.caption(SIGNIFICANCE)
+        note.caption(SIGNIFICANCE)
     if others is not None and len(others):
         with st.expander(f"Paper, other setting: {len(others)} points of this task not beside these runs, and why"):
             st.dataframe(others[list(PAPER_OTHER_COLUMNS)].rename(columns=PAPER_OTHER_COLUMNS), hide_index=True)
+
+
+def recovery(points: pd.DataFrame, colours: dict[str, str]) -> None:
+    """Below the Pareto chart, when its view holds a sweep over recovery training (issue 32): %Base
+    by recovery steps, a line per configuration; nothing (and nothing read) otherwise."""
+    curves = frames.recovery_curves(points)
+    if curves.empty:
+        return
+    st.markdown("**Recovery training**")
+    st.caption(
+        "The same configurations after 0 (post hoc), then more steps of recovery training toward the unchanged model "
+        "(`harness run --recover N`, `harness sweep --grid recover=...`): %Base with its paired 95% interval; "
+        "dashed: recovery with LoRA on the top layers too."
+    )
+    st.plotly_chart(plots.recovery_figure(curves, colours), key="recovery")
 
 
 SIGNIFICANCE = (

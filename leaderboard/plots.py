@@ -1,4 +1,4 @@
-"""Plotly figures: the Pareto view, the per-language heatmap and the efficiency bars."""
+"""Plotly figures: the Pareto view, the recovery curve, the per-language heatmap and the efficiency bars."""
 
 from __future__ import annotations
 
@@ -137,6 +137,32 @@ def pareto_figure(
             type="log", title="embedding parameters kept (fraction of the base model's, log scale)", tickformat=".2~p",
             range=[np.log10(low), np.log10(high)], tickvals=log_ticks(low, high),
         ),
+        yaxis=dict(title="%Base (score / baseline × 100)"),
+    )
+    return fig
+
+
+def recovery_figure(curves: pd.DataFrame, colours: dict[str, str]) -> go.Figure:
+    """%Base against recovery training steps (issue 32), a line per configuration
+    (:func:`harness.leaderboard.frames.recovery_curves`) in its adapter's colour, dashed for +LoRA
+    recovery, whiskers the paired 95% interval of %Base; the hover names the run."""
+    fig = go.Figure()
+    for line, rows in curves.groupby("line", sort=False):
+        lora, colour = bool(rows.lora.iloc[0]), colours.get(rows.adapter.iloc[0], BASELINE_COLOUR)
+        fig.add_trace(go.Scatter(
+            x=rows.steps, y=rows.pct_base, mode="lines+markers", name=line,
+            line=dict(color=colour, dash="dash" if lora else "solid"), marker=dict(color=colour, size=9, symbol="diamond" if lora else "circle"),
+            error_y=dict(type="data", array=(rows.pct_base_ci_high - rows.pct_base).fillna(0),
+                         arrayminus=(rows.pct_base - rows.pct_base_ci_low).fillna(0)),
+            customdata=list(zip(rows.run_id, rows.config.map(config_label), rows.pct_base_ci_low, rows.pct_base_ci_high)),
+            hovertemplate=(
+                f"<b>{line}</b> %{{customdata[1]}}<br>recovery steps %{{x}}<br>%Base %{{y:.1f}} "
+                "[%{customdata[2]:.1f}, %{customdata[3]:.1f}] (paired 95% CI)<br>%{customdata[0]}<extra></extra>"
+            ),
+        ))
+    fig.update_layout(
+        height=340, margin=dict(l=10, r=10, t=30, b=10), legend=dict(title="configuration"),
+        xaxis=dict(title="recovery training steps (0 = post hoc)", tickvals=sorted(curves.steps.unique())),
         yaxis=dict(title="%Base (score / baseline × 100)"),
     )
     return fig

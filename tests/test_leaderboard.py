@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from harness.benchmarks import leaderboard_store
 from harness.leaderboard import significance
-from harness.leaderboard.frames import config_label, matching_papers, pareto_frontier
+from harness.leaderboard.frames import config_label, matching_papers, over_seeds, pareto_frontier, recovery_curves
 from harness.leaderboard.landing import fraction_label
 from harness.leaderboard.overview import SYMBOLS
 from harness.leaderboard.pages import NO_MATCH
@@ -324,6 +324,44 @@ def test_a_cell_without_a_paired_interval_says_why(leaderboard_db, tmp_path, mon
     table = next(df.value for df in _render(db, monkeypatch, tab="Table").dataframe if "%Base" in df.value.columns)
     assert table.set_index("adapter")["no paired interval because"]["asg"] == reason
     assert pd.isna(table.set_index("adapter")["no paired interval because"]["none"])
+
+
+def _recovered(run: str, steps: int, lora: bool) -> list[str]:
+    """SQL copying smoke run ``run`` (runs, scores, comparisons, compression) as if trained ``steps``
+    recovery steps (the recipe ``harness run --recover`` stores), its %Base moved up by ``steps / 100``."""
+    new = f"{run}-r{steps}{'-lora' if lora else ''}"
+    recipe = json.dumps({"recovery": {"steps": steps, "lora": lora, "corpora": ["wikitext2_train"]}})
+    return [
+        f"INSERT INTO runs SELECT * REPLACE ('{new}' AS run_id, config_hash || '{new}' AS config_hash, variant || '{new}' AS variant, "
+        f"'{recipe}'::JSON AS recipe, finished_at + INTERVAL {steps} SECOND AS finished_at) FROM runs WHERE run_id = '{run}'",
+        f"INSERT INTO scores SELECT * REPLACE ('{new}' AS run_id, pct_base + {steps / 100} AS pct_base) FROM scores WHERE run_id = '{run}'",
+        f"INSERT INTO comparisons SELECT * REPLACE ('{new}' AS run_id) FROM comparisons WHERE run_id = '{run}'",
+        f"INSERT INTO compression SELECT * REPLACE ('{new}' AS run_id) FROM compression WHERE run_id = '{run}'",
+    ]
+
+
+def test_a_sweep_over_recovery_steps_draws_a_curve_per_configuration(leaderboard_db, tmp_path, monkeypatch):
+    """Issue 32: the smoke ASG run at 0 (post hoc), 300 and 100 recovery steps, and at 100 with LoRA, gives
+    two lines (the +LoRA one from the same post-hoc point), each by steps; below the Pareto chart, the
+    hover naming each run. The smoke store alone (no sweep) gives no curve and draws only the Pareto chart."""
+    asg = Store(leaderboard_db).query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id.item()
+    db = _copy(leaderboard_db, tmp_path, *_recovered(asg, 300, False), *_recovered(asg, 100, False), *_recovered(asg, 100, True))
+    rows = summary.read(Store(db))
+    curves = recovery_curves(over_seeds(rows[rows.language.eq("avg")]))
+    lines = {line: list(part.steps) for line, part in curves.groupby("line", sort=False)}
+    assert lines == {"asg": [0, 100, 300], "asg + LoRA": [0, 100]}
+    by_run = rows.set_index("run_id").pct_base
+    assert list(curves.pct_base) == [by_run[r] for r in curves.run_id]
+    assert list(curves.run_id[curves.line.eq("asg")]) == [asg, f"{asg}-r100", f"{asg}-r300"]
+    assert json.loads(curves.config[0]) == json.loads(rows.set_index("run_id").config[asg]), "the configuration without recover"
+    pareto, drawn = _charts(_render(db, monkeypatch))
+    assert [t["name"] for t in drawn["data"]] == ["asg", "asg + LoRA"]
+    assert [_values(t["x"]) for t in drawn["data"]] == [[0, 100, 300], [0, 100]]
+    assert [t["line"]["dash"] for t in drawn["data"]] == ["solid", "dash"]
+    assert [c[0] for c in drawn["data"][0]["customdata"]] == [asg, f"{asg}-r100", f"{asg}-r300"]
+    plain = summary.read(Store(leaderboard_db))
+    assert recovery_curves(over_seeds(plain[plain.language.eq("avg")])).empty
+    assert len(_charts(_render(leaderboard_db, monkeypatch))) == 1
 
 
 @pytest.fixture(scope="module")
