@@ -96,6 +96,7 @@ def resumed_sweep(smoke_db, tmp_path_factory):
 def test_kill_9_loses_no_finished_point_and_the_rerun_runs_only_the_rest(resumed_sweep):
     db, first, killed_statuses, killed_status, rerun = resumed_sweep
     assert "4 points (1 baselines), 2 already stored, 2 to run" in first
+    assert "asg: fit adapter: 1/1 (" in first  # a point run in the sweep's process reports its stages as `harness run` does
     assert sorted(killed_statuses.values()) == ["finished", "running"]  # k=64 done, k=1024 cut off
     assert killed_status.exit_code == 0, killed_status.output  # read from the database and the journal
     lines = killed_status.stdout.splitlines()

@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from harness.cli.common import DbOption, err_console, user_errors
+from harness.cli.common import DbOption, RichProgress, err_console, user_errors
 from harness.errors import ConfigError
 from harness.results.store import Store
 
@@ -66,13 +66,14 @@ def _run(points, store: Store, backend: str, jobs: int, address: str | None, cpu
     from harness.sweep.backends import LocalProcesses, RayTasks, Sequential
     from harness.sweep.driver import run_sweep
 
-    if backend == "ray":
-        runner = RayTasks(address, cpus, device, store.records_dir)
-    elif jobs > 1:
-        runner = LocalProcesses(jobs, store.records_dir)
-    else:
-        runner = Sequential(store)
-    return run_sweep(points, store, runner, lambda line: err_console.print(line, highlight=False, soft_wrap=True))
+    with RichProgress() as bars:  # drawn by points run in this process; those in workers report start and end only
+        if backend == "ray":
+            runner = RayTasks(address, cpus, device, store.records_dir)
+        elif jobs > 1:
+            runner = LocalProcesses(jobs, store.records_dir)
+        else:
+            runner = Sequential(store, bars)
+        return run_sweep(points, store, runner, lambda line: err_console.print(line, highlight=False, soft_wrap=True))
 
 
 def _print_status(points, store: Store) -> None:

@@ -12,12 +12,15 @@ import itertools
 import multiprocessing
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.errors import ConfigError
 from harness.results.records import RunRecord
 from harness.results.store import Store
 from harness.sweep.points import Point, execute_point
+
+if TYPE_CHECKING:
+    from harness.adapter import ProgressFn
 
 Outcome = RunRecord | BaseException
 
@@ -37,12 +40,13 @@ class Backend(Protocol):
 
 
 class Sequential:
-    """One point at a time in this process; records go through the store (journal, then the database)."""
+    """One point at a time in this process; records go through the store (journal, then the database),
+    and each point's stages report to ``progress`` (fits, recovery training, scoring)."""
 
     slots, name = 1, "local"
 
-    def __init__(self, store: Store):
-        self.store = store
+    def __init__(self, store: Store, progress: ProgressFn | None = None):
+        self.store, self.progress = store, progress
         self.queue: dict[int, tuple[Point, RunRecord | None]] = {}
         self.ids = itertools.count()
 
@@ -55,7 +59,7 @@ class Sequential:
         handle = handles[0]
         point, baseline = self.queue.pop(handle)
         try:
-            return [(handle, execute_point(point, baseline, self.store.records_dir, sink=self.store))]
+            return [(handle, execute_point(point, baseline, self.store.records_dir, sink=self.store, progress=self.progress))]
         except Exception as err:  # the run is recorded as failed; the sweep goes on with the other points
             return [(handle, err)]
 

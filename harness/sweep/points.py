@@ -6,11 +6,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import DataError, HarnessError
 from harness.runner.plan import RunRequest, plan
 from harness.results.records import RunRecord, RunSpec
 from harness.sweep.grid import Sweep
+
+if TYPE_CHECKING:
+    from harness.adapter import ProgressFn
 
 
 class InvalidPoints(HarnessError):
@@ -69,9 +73,13 @@ def plan_points(sweep: Sweep) -> list[Point]:
     return baselines + methods
 
 
-def execute_point(point: Point, baseline: RunRecord | None, records_dir: str | Path, threads: int = 0, sink=None) -> RunRecord:
+def execute_point(
+    point: Point, baseline: RunRecord | None, records_dir: str | Path, threads: int = 0, sink=None, progress: ProgressFn | None = None,
+) -> RunRecord:
     """Run one point (plan again where it runs, then the pipeline); the record goes to ``sink``, by
-    default the journal only (a worker never opens the database). Returns the final record."""
+    default the journal only (a worker never opens the database), and its stages report to
+    ``progress`` as ``harness run``'s do. Returns the final record."""
+    from harness.adapter import no_progress
     from harness.registry import ADAPTERS
     from harness.runner.run import JournalSink, run_one
 
@@ -89,4 +97,4 @@ def execute_point(point: Point, baseline: RunRecord | None, records_dir: str | P
         )
     adapter = ADAPTERS.get("none")() if is_baseline else p.adapter
     data = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget)
-    return run_one(p, spec, adapter, baseline, data, sink or JournalSink(records_dir)).record
+    return run_one(p, spec, adapter, baseline, data, sink or JournalSink(records_dir), progress or no_progress).record
