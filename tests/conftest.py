@@ -2,9 +2,13 @@
 
 The tests run in the configuration users get (STYLE 17): the fit cache on, the data directory
 the Makefile's ``make test`` gives (``../shared/data``), the models' cache where users have it.
-The fit cache lives in one temporary folder per test session, so fits are shared across tests as
+The fit cache lives in one temporary folder per test session, shared by its xdist workers (entries are
+written aside and renamed, as for two users' runs at once), so fits are shared across tests as
 across a user's runs, and the user's own cache is neither read nor written. A test that needs the
 cache off sets ``HARNESS_FIT_CACHE=off`` itself; one that counts entries points it at its own folder.
+
+``make test`` runs one xdist worker per core (pyproject's addopts); each worker, and the commands it
+starts, then uses one torch/OpenMP thread, so the workers do not oversubscribe the cores.
 """
 
 from __future__ import annotations
@@ -19,12 +23,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HARNESS_DATA_DIR", str(REPO.parent / "shared" / "data"))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # read by torch and faiss here and in the commands a test starts
 
 
 @pytest.fixture(scope="session", autouse=True)
 def fit_cache(tmp_path_factory) -> Path:
-    """The session's fit cache folder (set before any session fixture runs a fit)."""
-    folder = tmp_path_factory.mktemp("fits")
+    """The session's fit cache folder, one for all its workers (set before any session fixture runs a fit)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "fits"
+    folder.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HARNESS_FIT_CACHE", str(folder))
         yield folder
