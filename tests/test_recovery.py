@@ -9,6 +9,10 @@ have, ``--model DIR``), on the smoke ``bpb`` suite."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +109,26 @@ def test_recovered_run_end_to_end_and_from_the_fit_cache(decoder, tmp_path, monk
     again = execute(_request(decoder, 3, force=True), store)[-1].record
     assert again.fit.details["fit_cache"]["reused"] and again.fit.details["recovery"] == done
     assert [s.value for s in again.scores] == [s.value for s in first.scores]
+
+
+def test_kill_9_during_recovery_loses_nothing_stored(decoder, tmp_path):
+    """A `harness run` killed (SIGKILL) while recovery trains: its baseline, stored before, stays with its
+    scores; the run reads as failed once the next writer ingests; no recovered fit enters the cache."""
+    db, fits = tmp_path / "r.duckdb", tmp_path / "fits"
+    args = [os.path.join(os.path.dirname(sys.executable), "harness"), "run", "--suite", "bpb", "--adapter", "asg",
+            "--model", str(decoder), "--profile", "smoke", "--device", "cpu", "--set", "k=16", "--set", "m=8",
+            "--recover", "100000", "--db", str(db)]
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "HARNESS_FIT_CACHE": str(fits)})
+    for line in proc.stderr:  # a plain progress line per tenth of the steps (stderr is a pipe)
+        if line.startswith("asg: recover: "):
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    store = Store(db)
+    store.ingest()
+    runs = store.query("SELECT adapter, status, error, run_id FROM runs ORDER BY adapter")
+    assert list(zip(runs.adapter, runs.status)) == [("asg", "failed"), ("none", "finished")]
+    assert runs.error[0] == "process died before the run finished"
+    assert len(store.query(f"SELECT * FROM scores WHERE run_id = '{runs.run_id[1]}'")) > 0
+    assert ["recovery" in e.key for e in fitcache.FitCache(fits).entries()] == [False]  # the post-hoc fit only
