@@ -60,8 +60,9 @@ def filtered(summary: pd.DataFrame) -> Filtered:
     for key, column in FILTERS.items():
         values = sorted(summary[column].fillna("").unique())
         if len(values) > 1:
-            chosen = st.sidebar.multiselect(key, values, default=values, key=key, bind="query-params")
-            keep &= summary[column].fillna("").isin(chosen) | (column == "adapter") & summary.adapter.eq("none")
+            chosen = st.sidebar.multiselect(key, values, default=[], placeholder=f"all {len(values)}", key=key, bind="query-params")
+            if chosen:  # none chosen: all (a chip per value took Chromium 0.5 s of the committed store's page)
+                keep &= summary[column].fillna("").isin(chosen) | (column == "adapter") & summary.adapter.eq("none")
     span = _fraction_range(summary)
     if span is not None:
         keep &= summary.emb_param_fraction.between(*span) | summary.adapter.eq("none")
@@ -121,13 +122,14 @@ def views(summary: pd.DataFrame, suites: list[str]) -> pd.DataFrame:
     """One row per chart: suite, model, profile, task, metric, setting, shots of the headline rows; the
     overview's column order first, the label to pick it by."""
     keys = ["suite", "model", "profile", "task", "metric", "setting", "shots"]
-    charts = summary[keys].astype(object).where(summary[keys].notna(), None).drop_duplicates()
+    charts = summary[keys].assign(setting=summary.setting.fillna(""))  # no setting: one chart, stored as NULL or ""
+    charts = charts.astype(object).where(charts.notna(), None).drop_duplicates()
     order = {s: i for i, s in enumerate(suites)}
     charts = charts.assign(order=charts.suite.map(order).fillna(len(order))).sort_values(["order", "suite", "model"])
     ambiguous = charts.duplicated(["suite", "model", "profile"], keep=False)
     label = charts.suite + " · " + charts.model + " · " + charts.profile
     label = label.where(~ambiguous, label + " · " + charts.task + " " + charts.metric)
-    label = label.where(~label.duplicated(keep=False), label + " · " + charts.setting.fillna("no setting"))  # bpb with and without post-hoc
+    label = label.where(~label.duplicated(keep=False), label + " · " + charts.setting.replace("", "no setting"))  # bpb with and without post-hoc
     return charts.assign(label=label).drop(columns="order")
 
 

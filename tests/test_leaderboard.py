@@ -18,7 +18,7 @@ import pytest
 from harness.benchmarks import leaderboard_store
 from harness.leaderboard import significance
 from harness.leaderboard.frames import config_label, matching_papers, over_seeds, pareto_frontier, recovery_curves
-from harness.leaderboard.landing import fraction_label
+from harness.leaderboard.landing import fraction_label, views
 from harness.leaderboard.overview import SYMBOLS
 from harness.leaderboard.pages import NO_MATCH
 from harness.leaderboard.plots import FRONTIER_NAME, GROUP_GLYPHS, GROUP_SYMBOLS, PAPERS_NAME, log_ticks
@@ -216,6 +216,15 @@ def test_pareto_frontier_is_the_staircase_of_undominated_points():
     points = pd.DataFrame({"emb_param_fraction": [1.0, 0.01, 0.02, 0.001, 0.05], "pct_base": [100.0, 97.0, 96.0, 95.0, 99.0]})
     frontier = pareto_frontier(points)
     assert list(zip(frontier.emb_param_fraction, frontier.pct_base)) == [(0.001, 95.0), (0.01, 97.0), (0.05, 99.0), (1.0, 100.0)]
+
+
+def test_runs_without_a_setting_share_one_chart_whether_stored_as_null_or_empty():
+    """Older runs stored no setting as NULL, newer as "": both select the same rows (one chart, labelled
+    "no setting" beside the same view with a setting)."""
+    view = {"suite": "bpb", "model": "smollm2", "profile": "quick", "task": "wikitext2", "metric": "bits_per_byte", "shots": None}
+    summary = pd.DataFrame([{**view, "setting": s} for s in (None, "", "post-hoc")])
+    assert list(views(summary, ["bpb"]).label) == [
+        "bpb · smollm2 · quick · wikitext2 bits_per_byte · no setting", "bpb · smollm2 · quick · wikitext2 bits_per_byte · post-hoc"]
 
 
 def test_log_ticks_are_1_2_5_per_decade_within_the_range():
