@@ -119,7 +119,10 @@ class Browser:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process and its live descendants have used so far (Linux)."""
+    """User + system CPU seconds a process and its descendants have used so far (Linux): each live
+    process's own and its reaped children's (``cutime``, ``cstime``), so a renderer that exits
+    meanwhile still counts (Chromium replaces its renderer when a page moves to a new server;
+    counting live processes only, as before, took that renderer's whole past off the load measured)."""
     total, todo = 0.0, [pid]
     while todo:
         proc = Path(f"/proc/{todo.pop()}")
@@ -128,7 +131,7 @@ def cpu_seconds(pid: int) -> float:
             todo += [int(c) for task in (proc / "task").iterdir() for c in (task / "children").read_text().split()]
         except FileNotFoundError:  # exited meanwhile
             continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime, stime, cutime, cstime
     return total
 
 
