@@ -48,6 +48,7 @@ REFERENCE_RUNS = "xnli me5-small asg" \
 	"bpb smollm2 vocabdiet" "patchscopes smollm2 vocabdiet" \
 	"bpb smollm2 asg k=1024" "bpb smollm2 asg k=1024 --recover=100" \
 	"bpb smollm2 asg k=1024 --recover=100 --recover-lora" "bpb smollm2 asg k=1024 --recover=300" \
+	"bpb smollm2 asg k=1024 --recover=1000" \
 	"bpb smollm2 lowrank r=64" "bpb smollm2 lowrank r=64 --recover=100" "bpb smollm2 quant" "bpb smollm2 quant --recover=100" \
 	"bpb smollm2 ksub" "bpb smollm2 ksub --recover=100" "bpb smollm2 sg fraction=0.4" "bpb smollm2 sg fraction=0.4 --recover=100" \
 	"xnli minilm ksub K=3 allocation=clustered --recover=100" "xnli minilm ksub K=3 allocation=random --recover=100" \
