@@ -136,7 +136,12 @@ class FitCache:
             shutil.rmtree(temp)
             return final
         shutil.rmtree(final, ignore_errors=True)  # a partial entry left by a killed process
-        temp.rename(final)
+        try:
+            temp.rename(final)
+        except OSError:  # another process renamed the same fit in between
+            if not (final / MANIFEST).is_file():
+                raise
+            shutil.rmtree(temp)
         return final
 
     def entries(self) -> list[Entry]:
