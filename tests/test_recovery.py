@@ -9,6 +9,7 @@ have, ``--model DIR``), on the smoke ``bpb`` suite."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.cli.listing import runs_frame
 from harness.errors import ConfigError
 from harness.registry import ADAPTERS
 from harness.results.fingerprint import adapter_fingerprint
@@ -104,6 +106,8 @@ def test_recovered_run_end_to_end_and_from_the_fit_cache(decoder, tmp_path, monk
     done = first.fit.details["recovery"]
     assert done["steps"] == 3 and done["trained"] == ["model.embed_tokens.codebooks"] and done["seconds"] > 0
     assert first.spec.recipe["recovery"]["steps"] == 3
+    listed = runs_frame(store, 5).set_index("run_id").config  # `harness list runs`
+    assert json.loads(listed[first.run_id]) == {**first.spec.adapter_config, "recover": 3}  # not the post-hoc run's
     entries = fitcache.FitCache(tmp_path / "fits").entries()  # the post-hoc fit and the recovered one
     assert sorted("recovery" in e.key for e in entries) == [False, True]
     again = execute(_request(decoder, 3, force=True), store)[-1].record

@@ -14,6 +14,7 @@ from harness.errors import PluginError
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint, is_stale
 from harness.results.store import Store
+from harness.results.summary import resolved_config
 from harness.sources import models
 
 list_app = typer.Typer(help="List adapters, suites, models or stored runs.", no_args_is_help=True)
@@ -73,18 +74,26 @@ def list_models() -> None:
 def list_runs(db: DbOption = None, limit: Annotated[int, typer.Option(help="Newest N runs.")] = 50) -> None:
     """Stored runs, newest first, with status (running, finished, failed; stale: made by other code)."""
     with user_errors():
-        store = Store(db)
-        frame = store.query(
-            "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, suite, profile, seed, "
-            "round(wall_s, 1) AS wall_s, started_at FROM runs ORDER BY started_at DESC LIMIT ?",
-            [limit],
-        )
-        stale = set(store.stale_run_ids())
-    frame["status"] = [f"{s} (stale)" if r in stale else s for r, s in zip(frame.run_id, frame.status)]
+        frame = runs_frame(Store(db), limit)
     table = Table(*frame.columns)
     for row in frame.itertuples(index=False):
         table.add_row(*[str(v) for v in row])
     console.print(table)
+
+
+def runs_frame(store: Store, limit: int):
+    """The newest ``limit`` runs as ``harness list runs`` prints them: status marked stale where made by
+    other code, and the config as the fit resolved it (as ``harness results``: ASG's chosen k, ``recover``)."""
+    frame = store.query(
+        "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, suite, profile, seed, "
+        "round(wall_s, 1) AS wall_s, started_at, CAST(fit_details AS VARCHAR) AS fit_details, "
+        "CAST(recipe AS VARCHAR) AS recipe FROM runs ORDER BY started_at DESC LIMIT ?",
+        [limit],
+    )
+    stale = set(store.stale_run_ids())
+    frame["status"] = [f"{s} (stale)" if r in stale else s for r, s in zip(frame.run_id, frame.status)]
+    frame["config"] = [resolved_config(*row) for row in zip(frame.config, frame.fit_details, frame.recipe)]
+    return frame.drop(columns=["fit_details", "recipe"])
 
 
 def show(
