@@ -18,7 +18,7 @@ from harness.leaderboard.reads import groups, read
 from harness.results.store import default_path
 
 TITLE = "Compressed-embedding leaderboard"
-TABS = ["Pareto", "Table", "Languages", "Efficiency", "Run detail"]  # below the overview, for the chart picked
+TABS = ["Pareto", "Recovery", "Table", "Languages", "Efficiency", "Run detail"]  # below the overview, for the chart picked
 
 
 def first_run(path: Path, paper_rows: int = 0) -> None:
@@ -41,10 +41,13 @@ def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landin
     others = frames.other_papers(loaded, chart.suite, chart.task, chart.metric, chart.shots, chart.setting or "", regimes)
     colours = plots.adapter_colours([*summary.adapter, *papers.method])
     selected = summary.set_index("run_id").variant.get(cell.run_id) if cell else None
-    pareto, table, languages, efficiency, detail = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
+    pareto, recovery, table, languages, efficiency, detail = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
     if pareto.open:
         with pareto:
             pages.pareto(points, papers, colours, paper_rows, lambda: groups(path, rows), selected, others)
+    if recovery.open:
+        with recovery:
+            pages.recovery(points, colours)
 
     def shown(frame: pd.DataFrame) -> pd.DataFrame:  # the runs the sidebar's filters keep
         return frame[frame.run_id.isin(summary.run_id)]

@@ -58,8 +58,7 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
            groups: Callable[[], pd.Series] | None, selected: str | None, others: pd.DataFrame | None = None) -> None:
     """The chart of one view (suite, model, profile, task, metric): drawn at once, then redrawn with
     the significance groups as marker shapes once they are computed (``groups``, by variant); below
-    it the recovery curve where the view holds a sweep over recovery steps, and the papers' points
-    of the same task that another regime, setting or metric keeps off it."""
+    it the papers' points of the same task that another regime, setting or metric keeps off it."""
     show_papers = st.toggle("Show the papers' reported points (hollow markers)", value=True, key="papers", bind="query-params")
     include_at_chance = st.toggle("Let runs whose baseline is at chance (x markers) onto the frontier", value=False)
     if not paper_rows:
@@ -80,7 +79,6 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
     )
     note = st.empty()  # the marker shapes' meaning, once the groups are drawn
     draw(points)
-    recovery(points, colours)
     if groups is not None:
         draw(points.assign(group=points.variant.map(groups())))
         note.caption(SIGNIFICANCE)
@@ -90,12 +88,16 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
 
 
 def recovery(points: pd.DataFrame, colours: dict[str, str]) -> None:
-    """Below the Pareto chart, when its view holds a sweep over recovery training (issue 32): %Base
-    by recovery steps, a line per configuration; nothing (and nothing read) otherwise."""
+    """The Recovery tab (issue 32): where the chart's view holds a sweep over recovery training, %Base
+    by recovery steps, a line per configuration (from the chart's points: nothing more is read); else
+    how to make one. A tab of its own, so the landing view draws one figure."""
     curves = frames.recovery_curves(points)
     if curves.empty:
+        st.info(
+            "No sweep over recovery training in this view: run one configuration at several step counts, e.g. "
+            "`harness sweep --adapter asg --suite bpb --model smollm2 --grid recover=0,100,300`."
+        )
         return
-    st.markdown("**Recovery training**")
     st.caption(
         "The same configurations after 0 (post hoc), then more steps of recovery training toward the unchanged model "
         "(`harness run --recover N`, `harness sweep --grid recover=...`): %Base with its paired 95% interval; "

@@ -98,7 +98,7 @@ def test_leaderboard_on_a_taken_port_is_one_line_error(tmp_path):
 def test_app_renders_all_tabs(leaderboard_db, monkeypatch):
     at = _render(leaderboard_db, monkeypatch)
     assert at.title[0].value == "Compressed-embedding leaderboard"
-    assert [t.label for t in at.tabs] == ["Pareto", "Table", "Languages", "Efficiency", "Run detail"]
+    assert [t.label for t in at.tabs] == ["Pareto", "Recovery", "Table", "Languages", "Efficiency", "Run detail"]
     assert len(_charts(at)) == 1, "only the open tab draws"
     heatmap = _charts(_render(leaderboard_db, monkeypatch, tab="Languages"))[0]
     assert heatmap["data"][0]["type"] == "heatmap"
@@ -351,8 +351,9 @@ def _recovered(run: str, steps: int, lora: bool) -> list[str]:
 
 def test_a_sweep_over_recovery_steps_draws_a_curve_per_configuration(leaderboard_db, tmp_path, monkeypatch):
     """Issue 32: the smoke ASG run at 0 (post hoc), 300 and 100 recovery steps, and at 100 with LoRA, gives
-    two lines (the +LoRA one from the same post-hoc point), each by steps; below the Pareto chart, the
-    hover naming each run. The smoke store alone (no sweep) gives no curve and draws only the Pareto chart."""
+    two lines (the +LoRA one from the same post-hoc point), each by steps, in the Recovery tab (the landing
+    view draws the Pareto chart only), the hover naming each run. The smoke store alone (no sweep) gives
+    no curve: the tab says how to make one."""
     asg = Store(leaderboard_db).query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id.item()
     db = _copy(leaderboard_db, tmp_path, *_recovered(asg, 300, False), *_recovered(asg, 100, False), *_recovered(asg, 100, True))
     rows = summary.read(Store(db))
@@ -363,14 +364,16 @@ def test_a_sweep_over_recovery_steps_draws_a_curve_per_configuration(leaderboard
     assert list(curves.pct_base) == [by_run[r] for r in curves.run_id]
     assert list(curves.run_id[curves.line.eq("asg")]) == [asg, f"{asg}-r100", f"{asg}-r300"]
     assert json.loads(curves.config[0]) == json.loads(rows.set_index("run_id").config[asg]), "the configuration without recover"
-    pareto, drawn = _charts(_render(db, monkeypatch))
+    assert len(_charts(_render(db, monkeypatch))) == 1
+    (drawn,) = _charts(_render(db, monkeypatch, tab="Recovery"))
     assert [t["name"] for t in drawn["data"]] == ["asg", "asg + LoRA"]
     assert [_values(t["x"]) for t in drawn["data"]] == [[0, 100, 300], [0, 100]]
     assert [t["line"]["dash"] for t in drawn["data"]] == ["solid", "dash"]
     assert [c[0] for c in drawn["data"][0]["customdata"]] == [asg, f"{asg}-r100", f"{asg}-r300"]
     plain = summary.read(Store(leaderboard_db))
     assert recovery_curves(over_seeds(plain[plain.language.eq("avg")])).empty
-    assert len(_charts(_render(leaderboard_db, monkeypatch))) == 1
+    empty = _render(leaderboard_db, monkeypatch, tab="Recovery")
+    assert not _charts(empty) and "No sweep over recovery training in this view" in empty.info[0].value
 
 
 @pytest.fixture(scope="module")
