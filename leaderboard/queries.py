@@ -72,7 +72,8 @@ def scores(store: Store, v: View) -> pd.DataFrame:
     """The view's finished runs' scores, every language (the ``results`` view), configs as resolved."""
     return summary.with_resolved_config(store.query(
         "SELECT run_id, model, adapter, config, suite, profile, seed, variant, task, language, metric, setting, shots, value, "
-        "pct_base, emb_param_fraction, finished_at, (SELECT CAST(fit_details AS VARCHAR) FROM runs r WHERE r.run_id = results.run_id) AS fit_details "
+        "pct_base, emb_param_fraction, finished_at, (SELECT CAST(fit_details AS VARCHAR) FROM runs r WHERE r.run_id = results.run_id) AS fit_details, "
+        "(SELECT CAST(recipe AS VARCHAR) FROM runs r WHERE r.run_id = results.run_id) AS recipe "
         "FROM results WHERE " + _VIEW + " ORDER BY finished_at, run_id, task, language, metric",
         v.params(),
     ))
@@ -84,7 +85,7 @@ def efficiency(store: Store, v: View) -> pd.DataFrame:
     base = "coalesce(s.{0}, b.{0}) AS base_{0}"
     return summary.with_resolved_config(store.query(
         "SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, CAST(r.fit_details AS VARCHAR) AS fit_details, "
-        "r.suite, r.profile, r.seed, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, "
+        "CAST(r.recipe AS VARCHAR) AS recipe, r.suite, r.profile, r.seed, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, "
         f"{base.format('p50_ms')}, {base.format('throughput')}, {base.format('peak_mem_mb')} "
         "FROM efficiency e JOIN runs r USING (run_id) "
         "LEFT JOIN efficiency s ON s.run_id = e.run_id AND s.phase = 'base:' || e.phase "
@@ -101,7 +102,7 @@ def runs(store: Store, v: View) -> pd.DataFrame:
     """The view's runs (running, finished, failed), newest first."""
     return summary.with_resolved_config(store.query(
         "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, CAST(fit_details AS VARCHAR) AS fit_details, "
-        f"suite, profile, seed, started_at, error FROM runs WHERE {_VIEW} ORDER BY started_at DESC",
+        f"CAST(recipe AS VARCHAR) AS recipe, suite, profile, seed, started_at, error FROM runs WHERE {_VIEW} ORDER BY started_at DESC",
         v.params(),
     ))
 

@@ -14,7 +14,7 @@ from harness.errors import PluginError
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint, is_stale
 from harness.results.store import Store
-from harness.results.summary import resolved_config
+from harness.results.summary import with_resolved_config
 from harness.sources import models
 
 list_app = typer.Typer(help="List adapters, suites, models or stored runs.", no_args_is_help=True)
@@ -92,8 +92,7 @@ def runs_frame(store: Store, limit: int):
     )
     stale = set(store.stale_run_ids())
     frame["status"] = [f"{s} (stale)" if r in stale else s for r, s in zip(frame.run_id, frame.status)]
-    frame["config"] = [resolved_config(*row) for row in zip(frame.config, frame.fit_details, frame.recipe)]
-    return frame.drop(columns=["fit_details", "recipe"])
+    return with_resolved_config(frame)
 
 
 def show(

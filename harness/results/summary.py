@@ -109,8 +109,10 @@ def with_run_facts(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_resolved_config(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows with ``config`` and the run's ``fit_details`` (JSON text) -> ``config`` as resolved."""
-    return rows.assign(config=[resolved_config(c, f) for c, f in zip(rows.config, rows.fit_details)]).drop(columns="fit_details")
+    """Rows with ``config`` and the run's ``fit_details`` and ``recipe`` (JSON text) -> ``config`` as
+    resolved (:func:`resolved_config`: the fit's chosen values, ``recover`` steps)."""
+    resolved = [resolved_config(*run) for run in zip(rows.config, rows.fit_details, rows.recipe)]
+    return rows.assign(config=resolved).drop(columns=["fit_details", "recipe"])
 
 
 def resolved_config(config: str | None, fit_details: str | None, recipe: str | None = None) -> str:
