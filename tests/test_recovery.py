@@ -134,5 +134,7 @@ def test_kill_9_during_recovery_loses_nothing_stored(decoder, tmp_path):
     runs = store.query("SELECT adapter, status, error, run_id FROM runs ORDER BY adapter")
     assert list(zip(runs.adapter, runs.status)) == [("asg", "failed"), ("none", "finished")]
     assert runs.error[0] == "process died before the run finished"
+    listed = runs_frame(store, 5).set_index("adapter")  # `harness list runs`, the failed run's fit details NULL
+    assert json.loads(listed.config["asg"]) == {"k": 16, "m": 8, "shared": False, "output": True, "niter": 25, "recover": 100000}
     assert len(store.query(f"SELECT * FROM scores WHERE run_id = '{runs.run_id[1]}'")) > 0
     assert ["recovery" in e.key for e in fitcache.FitCache(fits).entries()] == [False]  # the post-hoc fit only

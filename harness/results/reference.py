@@ -265,7 +265,7 @@ def model_family(name: str | None) -> str:
 
 def recovery_of(recipe: Mapping | str | None) -> dict:
     """A run's recovery training as its recipe stored it (``recipe["recovery"]``, issue 32); ``{}`` when it had none."""
-    recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe or {})
+    recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe if isinstance(recipe, Mapping) else {})  # NULL: NaN
     recovery = (recipe or {}).get("recovery") or {}
     return recovery if recovery.get("steps") else {}
 

@@ -121,11 +121,11 @@ def resolved_config(config: str | None, fit_details: str | None, recipe: str | N
     1,024 on a 250k vocabulary; the rule stays in the run's fit details as ``k_rule``); a run with
     recovery training (the recipe's ``recovery``, ``--recover``) shows ``recover`` (and ``recover_lora``)
     after it, so a recovered run and its post-hoc one read as two configurations."""
-    written = json.loads(config or "{}")
-    fit = json.loads(fit_details or "null")
+    written = json.loads(config) if isinstance(config, str) else {}
+    fit = json.loads(fit_details) if isinstance(fit_details, str) else None  # NULL (a failed run) reads as NaN
     resolved = written if not isinstance(fit, dict) else {
         k: fit[k] if isinstance(fit.get(k), (bool, int, float, str)) else v for k, v in written.items()}
     recovery = recovery_of(recipe)
     if recovery:
         resolved = {**resolved, "recover": recovery["steps"], **({"recover_lora": True} if recovery.get("lora") else {})}
-    return json.dumps(resolved) if resolved != written else (config or "{}")
+    return json.dumps(resolved) if resolved != written or not isinstance(config, str) else config
