@@ -109,6 +109,16 @@ class Browser:
         """The value of a JavaScript expression on the page now (JSON values; None for undefined)."""
         return asyncio.run(self._evaluate(expression))
 
+    def wait_until(self, expression: str, timeout_s: float = 30):
+        """The first truthy value of a JavaScript expression, polled until ``timeout_s``: parts of the
+        page drawn after the chart (the overview's grid paints on its own schedule) are read once there."""
+        deadline = time.monotonic() + timeout_s
+        while not (value := self.evaluate(expression)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{expression!r} was still {value!r} after {timeout_s} s")
+            time.sleep(0.1)
+        return value
+
     def load(self, url: str, timeout_s: float = 60, screenshot: Path | None = None) -> tuple[float, int]:
         """Seconds from navigation to the chart in the DOM, and the DOM's bytes then; ``screenshot``:
         a PNG of the page once the chart is drawn."""
