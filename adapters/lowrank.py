@@ -33,6 +33,7 @@ from torch import nn
 from harness.adapter import Adapter, FitContext, replace_tables
 from harness.config import require_positive
 from harness.errors import ConfigError
+from harness.methods import low_rank_head
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,12 @@ class FactorizedLMHead(nn.Module):
         return self.factors.num_embeddings
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        factors = self.factors
+        training = torch.is_grad_enabled() and (flat.requires_grad or factors.lookup.requires_grad or factors.projection.requires_grad)
+        if not training and low_rank_head.applies(flat):  # a few states: the fused heads' thread pool
+            out = low_rank_head.logits(flat, self.factors.projection, self.factors.lookup, self.bias)
+            return out.reshape(*hidden.shape[:-1], -1)
         low = hidden @ self.factors.projection.T  # (..., r)
         return F.linear(low, self.factors.lookup, self.bias)  # (..., V)
 

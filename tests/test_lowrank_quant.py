@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness.adapters.lowrank import FactorizedLMHead, LowrankAdapter, LowrankConfig
+from harness.adapters.lowrank import FactorizedEmbedding, FactorizedLMHead, LowrankAdapter, LowrankConfig
 from harness.adapters.quant import (
     QuantAdapter,
     QuantConfig,
@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from harness.adapter import FitContext, footprint
 from harness.errors import ConfigError
+from harness.methods import low_rank_head
 from harness.sources.heads import Head
 
 # Relative squared reconstruction error ||E - E_q||^2 / ||E||^2 on MiniLM's table (measured 5.3e-5 and 1.7e-2)
@@ -62,6 +63,27 @@ def test_lowrank_decoder_input_and_output_side(tiny_decoder):
     torch.testing.assert_close(out.logits, dense, rtol=1e-4, atol=1e-4)
     assert report.embedding_params_after == 8 * (512 + 64)
     assert report.storage_bytes_after == 8 * (512 + 64) * 4
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 13, 64, 65])
+@pytest.mark.parametrize("bias", [False, True])
+def test_lowrank_head_kernel_equals_the_two_matrix_products(n, bias):
+    """Up to 64 states the head scores on the fused heads' pool (harness.methods.low_rank_head), above
+    that with torch; both give (h B^T) A^T + bias to float32 rounding, for a vocabulary and rank that
+    are not multiples of the kernel's 8-row tiles and 512-row blocks. Training keeps torch's products."""
+    gen = torch.Generator().manual_seed(n)
+    vocab, dim, r = 2011, 40, 13
+    factors = FactorizedEmbedding(torch.randn(vocab, r, generator=gen), torch.randn(r, dim, generator=gen))
+    head = FactorizedLMHead(factors, torch.randn(vocab, generator=gen) if bias else None)
+    hidden = torch.randn(n, dim, generator=gen)
+    assert low_rank_head.applies(hidden) == (n <= low_rank_head.MAX_STATES), "the CPU kernel did not build"
+    with torch.no_grad():
+        fast = head(hidden)
+        reference = hidden @ factors.projection.T @ factors.lookup.T + (head.bias if bias else 0)
+    torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-4)
+    leaf = hidden[:2].clone().requires_grad_(True)
+    head(leaf).sum().backward()
+    assert leaf.grad is not None and factors.lookup.grad is not None
 
 
 def test_lowrank_config_errors():

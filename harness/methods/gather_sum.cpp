@@ -2,6 +2,7 @@
 //
 // out[n, t] = sum_i S[i*k + codes[i*V + t], n] for n < N, t < V, with S the (m*k, ld) score table
 // (row = concept, column = hidden state) and codes the segment-major (m, V) map.
+// Also the low-rank head's product (low_rank_logits), which shares the pool.
 // Plain C ABI (called through ctypes with data pointers); threads from its own work-sharing pool below.
 #include <algorithm>
 #include <atomic>
@@ -253,7 +254,87 @@ static void many_state_scores(const float* h, const float* books, bool shared, f
   });
 }
 
+// Horizontal sum of a v8.
+static inline float sum8(v8 v) {
+  float s = 0.f;
+  for (int i = 0; i < 8; ++i) s += v[i];
+  return s;
+}
+
+// a . b over len floats: four independent 8-float sums (multiply-add latency), then 8 floats, then a scalar tail.
+static inline float dot(const float* a, const float* b, int64_t len) {
+  v8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  int64_t e = 0;
+  for (; e + 32 <= len; e += 32) {
+    a0 += load8(a + e) * load8(b + e), a1 += load8(a + e + 8) * load8(b + e + 8);
+    a2 += load8(a + e + 16) * load8(b + e + 16), a3 += load8(a + e + 24) * load8(b + e + 24);
+  }
+  for (; e + 8 <= len; e += 8) a0 += load8(a + e) * load8(b + e);
+  float s = sum8((a0 + a1) + (a2 + a3));
+  for (; e < len; ++e) s += a[e] * b[e];
+  return s;
+}
+
+// The low-rank head (adapters/lowrank.py): low = h B^T (N, r) on the caller, then out[n, t] = low_n . A[t]
+// (+ bias[t]) over the (V, r) lookup A in blocks of 512 rows shared by the pool, so that the head runs
+// no torch operation (OpenMP region) and keeps its speed beside a busy process. One state: a dot per
+// row, four rows at once. Several: low transposed into lt (r, ld), ld = N rounded up to 16, so that
+// four rows of A and sixteen states give eight independent sums of r multiply-adds of 8-state vectors
+// (as the segment scores above), each row of A read once per call.
+static void low_rank_head(const float* h, const float* B, const float* A, const float* bias, float* low, float* lt,
+                          float* out, int64_t N, int64_t D, int64_t r, int64_t V, int threads) {
+  const int64_t ld = (N + 15) / 16 * 16;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < r; ++j) low[n * r + j] = dot(h + n * D, B + j * D, D);
+  if (N > 1) {
+    std::fill(lt, lt + r * ld, 0.f);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < r; ++j) lt[j * ld + n] = low[n * r + j];
+  }
+  constexpr int64_t rows = 512;
+  pool::parallel_for((V + rows - 1) / rows, threads, [&](int64_t block) {
+    const int64_t t0 = block * rows, t1 = std::min(V, t0 + rows);
+    int64_t t = t0;
+    if (N == 1) {
+      for (; t + 4 <= t1; t += 4) {
+        const float *a0 = A + t * r, *a1 = a0 + r, *a2 = a1 + r, *a3 = a2 + r;
+        out[t] = dot(low, a0, r), out[t + 1] = dot(low, a1, r), out[t + 2] = dot(low, a2, r), out[t + 3] = dot(low, a3, r);
+      }
+    } else {
+      for (; t + 4 <= t1; t += 4) {  // four rows by sixteen states: eight independent sums, each loaded vector used 4x
+        const float* a = A + t * r;
+        for (int64_t w = 0; w < ld; w += 16) {
+          v8 acc[4][2] = {};
+          for (int64_t j = 0; j < r; ++j) {
+            const v8 x0 = load8(lt + j * ld + w), x1 = load8(lt + j * ld + w + 8);
+            for (int i = 0; i < 4; ++i) {
+              const float ai = a[i * r + j];
+              acc[i][0] += ai * x0, acc[i][1] += ai * x1;
+            }
+          }
+          for (int64_t q = 0; q < std::min<int64_t>(16, N - w); ++q)
+            for (int i = 0; i < 4; ++i) out[(w + q) * V + t + i] = acc[i][q / 8][q % 8];
+        }
+      }
+    }
+    for (; t < t1; ++t)
+      for (int64_t n = 0; n < N; ++n) out[n * V + t] = dot(low + n * r, A + t * r, r);
+    if (bias != nullptr)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t u = t0; u < t1; ++u) out[n * V + u] += bias[u];
+  });
+}
+
 extern "C" {
+// h: (N, D), B: (r, D), A: (V, r), bias: (V) or null, out: (N, V); workspace: low N*r floats, lt r*ld
+// floats (ld = N rounded up to 16; unused for one state).
+int low_rank_logits(const float* h, const float* B, const float* A, const float* bias, float* low, float* lt,
+                    float* out, int64_t N, int64_t D, int64_t r, int64_t V, int threads) {
+  if (N < 1 || r < 1) return 1;
+  low_rank_head(h, B, A, bias, low, lt, out, N, D, r, V, threads);
+  return 0;
+}
+
 // S: (m*k, ld) float32, ld == 1 or a multiple of 8, N <= ld; codes: (m, V) with code_bytes 1 (uint8),
 // 2 (uint16) or 4 (int32), values in [0, k); out: (N, V). Returns 0, or 1 for an unsupported layout.
 int gather_sum(const float* S, int64_t ld, const void* codes, int code_bytes, float* out, int64_t N, int64_t m,
