@@ -53,6 +53,7 @@ REFERENCE_RUNS = "xnli me5-small asg" \
 	"bpb smollm2 ksub" "bpb smollm2 ksub --recover=100" "bpb smollm2 sg fraction=0.4" "bpb smollm2 sg fraction=0.4 --recover=100" \
 	"xnli minilm ksub K=3 allocation=clustered --recover=100" "xnli minilm ksub K=3 allocation=random --recover=100" \
 	"xnli minilm ksub K=3 allocation=clustered --recover=1000" \
+	"xnli minilm ksub K=3 allocation=clustered --recover=1000 --recover-lora" \
 	"mteb_clf minilm skd"
 
 reference:

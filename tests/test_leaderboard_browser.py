@@ -75,7 +75,7 @@ def test_overview_table_and_pareto_plot_are_drawn_in_chromium(server, browser, l
     seconds, dom_bytes = browser.load(server, timeout_s=BUDGET_S)
     print(f"chart after {seconds:.1f} s, DOM {dom_bytes / 1024:.0f} KB")
     assert browser.evaluate("document.title") == TITLE
-    assert browser.evaluate(SKELETONS) == 0
+    assert browser.wait_until(f"{SKELETONS} === 0", timeout_s=BUDGET_S)  # no element left as a loading skeleton
     header, *rows = browser.wait_until(OVERVIEW_DRAWN, timeout_s=BUDGET_S)  # the grid may paint after the chart
     assert header[:2] == ["method", "model"] and "xnli" in header
     asg = summary.read(Store(leaderboard_db)).set_index("adapter").loc["asg"]
