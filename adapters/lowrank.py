@@ -106,10 +106,10 @@ class FactorizedLMHead(nn.Module):
         factors = self.factors
         training = torch.is_grad_enabled() and (flat.requires_grad or factors.lookup.requires_grad or factors.projection.requires_grad)
         if not training and low_rank_head.applies(flat):  # a few states: the fused heads' thread pool
-            out = low_rank_head.logits(flat, self.factors.projection, self.factors.lookup, self.bias)
+            out = low_rank_head.logits(flat, factors.projection, factors.lookup, self.bias)
             return out.reshape(*hidden.shape[:-1], -1)
-        low = hidden @ self.factors.projection.T  # (..., r)
-        return F.linear(low, self.factors.lookup, self.bias)  # (..., V)
+        low = hidden @ factors.projection.T  # (..., r)
+        return F.linear(low, factors.lookup, self.bias)  # (..., V)
 
 
 class LowrankAdapter(Adapter):
