@@ -54,6 +54,7 @@ REFERENCE_RUNS = "xnli me5-small asg" \
 	"xnli minilm ksub K=3 allocation=clustered --recover=100" "xnli minilm ksub K=3 allocation=random --recover=100" \
 	"xnli minilm ksub K=3 allocation=clustered --recover=1000" \
 	"xnli minilm ksub K=3 allocation=clustered --recover=1000 --recover-lora" \
+	"xnli minilm ksub K=3 M=200 allocation=clustered --recover=100" \
 	"mteb_clf minilm skd"
 
 reference:
