@@ -42,3 +42,17 @@ def test_current_method_headlines_are_paired_and_carry_chance():
         assert r["pct_base_ci_low"] is not None and r["pct_base_ci_low"] <= r["pct_base_ci_high"], where
         if chance.has_level(r["metric"], r["higher_is_better"]):
             assert r["chance"] is not None and r["chance"] == r["chance"], f"{where}: no chance level"
+
+
+@pytest.mark.skipif(not DB.exists(), reason="no committed results.duckdb in this checkout")
+def test_the_readmes_claims_table_is_what_the_committed_store_gives():
+    """The front door's claims rows (paper, claim, paper figure, ours, verdict) are
+    ``harness results --claims`` on the committed store, not figures typed once and left behind."""
+    from harness.results import claims
+    from harness.results.store import Store
+
+    readme = (DB.parent / "README.md").read_text(encoding="utf-8")
+    shown = [[c.strip() for c in line.strip("|").split(" | ")] for line in readme.splitlines() if line.startswith("| 00")]
+    computed = claims.table(Store(DB))  # reads only (read-only connections)
+    expected = computed[["paper", "claim", "paper figure", "harness figure [95% CI]", "verdict"]].values.tolist()
+    assert shown == [[str(v) for v in row] for row in expected]

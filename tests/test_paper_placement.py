@@ -195,6 +195,10 @@ def test_a_contrast_claims_verdict_follows_the_paired_items(store):
          finished="2026-01-01T00:03:00+00:00")
     row = _claim(store, "ade", "Table 3")  # the newest run without SAT was trained otherwise: not sat2's partner
     assert row["runs"] == "sat2 vs nosat2"
+    _run(store, "sat4", "ade", "ag_news", Score("ag_news", "en", value=0.75, **score), TUNED, {"sat": True, "K": 250}, items=better,
+         finished="2026-01-01T00:04:00+00:00")
+    row = _claim(store, "ade", "Table 3")  # the newest run with SAT has another K: no partner without SAT at that K
+    assert row["runs"] == "sat2 vs nosat2"
 
 
 def test_a_claim_in_another_setting_says_why_and_markdown_has_every_claim(store):

@@ -9,7 +9,8 @@ A claim is declared data (:data:`CLAIMS`): the paper's rows that make its figure
   ours paired over the items both runs scored, :func:`harness.measure.compare.compare` with B as
   the reference) must reach ``threshold`` (100: A at least as good as B).
 
-The closest run is the newest current one in the paper's regime and setting, else the newest. The
+The closest run is the newest current one in the paper's regime and setting, else the newest; a
+contrast's two runs share model, profile, recovery and every setting but those the claim names. The
 verdict: ``no run yet`` (no current run of the configuration), ``setting differs: why`` (the
 run's regime or protocol is not the paper's row's, :func:`harness.results.reference.difference`;
 the figure is still shown), else ``agrees`` / ``does not`` by the point estimate, with ``(CI spans
@@ -142,6 +143,12 @@ def _recovery(recipe: str | None) -> str:
     return json.dumps(recovery_of(recipe), sort_keys=True)
 
 
+def _rest(config: str, side: Side) -> dict[str, Any]:
+    """A run's settings other than those its side names: a contrast pairs runs equal in all of them
+    (clustered against random allocation at one M, not a clustered M = 200 against a random M = 32)."""
+    return {k: v for k, v in json.loads(config).items() if k not in side.settings}
+
+
 def _interval(low, high) -> str:
     return "" if low is None or pd.isna(low) else f" [{low:.1f}, {high:.1f}]"
 
@@ -188,7 +195,8 @@ def assess(store: Store, claim: Claim, rows: list[PaperResult], stale: list[str]
     if claim.second is not None:  # the closest run: in the paper's setting where one is, else the newest
         second = _runs(store, claim, claim.second, stale)
         pairs = [(a, b) for _, a in first.iterrows() for _, b in second.iterrows()
-                 if (a.model, a.profile, _recovery(a.recipe)) == (b.model, b.profile, _recovery(b.recipe))]
+                 if (a.model, a.profile, _recovery(a.recipe)) == (b.model, b.profile, _recovery(b.recipe))
+                 and _rest(a.config, claim.first) == _rest(b.config, claim.second)]
         if not pairs:
             return out
         run, other = pairs[0]
