@@ -106,7 +106,7 @@ def pareto_frontier(points: pd.DataFrame, include_at_chance: bool = False) -> pd
     return ordered[ordered.pct_base > best_before]
 
 
-CURVE_COLUMNS = ["line", "adapter", "lora", "steps", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "config", "run_id"]
+CURVE_COLUMNS = ["line", "adapter", "lora", "steps", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "at_chance", "config", "run_id"]
 
 
 def recovery_curves(points: pd.DataFrame) -> pd.DataFrame:

@@ -101,7 +101,7 @@ def recovery(points: pd.DataFrame, colours: dict[str, str]) -> None:
     st.caption(
         "The same configurations after 0 (post hoc), then more steps of recovery training toward the unchanged model "
         "(`harness run --recover N`, `harness sweep --grid recover=...`): %Base with its paired 95% interval; "
-        "dashed: recovery with LoRA on the top layers too."
+        "dashed: recovery with LoRA on the top layers too; ✕: the baseline is not above chance, so %Base there is not meaningful."
     )
     st.plotly_chart(plots.recovery_figure(curves, colours), key="recovery")
 

@@ -145,19 +145,23 @@ def pareto_figure(
 def recovery_figure(curves: pd.DataFrame, colours: dict[str, str]) -> go.Figure:
     """%Base against recovery training steps (issue 32), a line per configuration
     (:func:`harness.leaderboard.frames.recovery_curves`) in its adapter's colour, dashed for +LoRA
-    recovery, whiskers the paired 95% interval of %Base; the hover names the run."""
+    recovery, whiskers the paired 95% interval of %Base; a point whose baseline is at chance is an x
+    and says so in its hover, as on the Pareto chart; the hover names the run; the legend is always shown."""
     fig = go.Figure()
     for line, rows in curves.groupby("line", sort=False):
         lora, colour = bool(rows.lora.iloc[0]), colours.get(rows.adapter.iloc[0], BASELINE_COLOUR)
+        flagged = rows.at_chance.fillna(False).astype(bool)
         fig.add_trace(go.Scatter(
-            x=rows.steps, y=rows.pct_base, mode="lines+markers", name=line,
-            line=dict(color=colour, dash="dash" if lora else "solid"), marker=dict(color=colour, size=9, symbol="diamond" if lora else "circle"),
+            x=rows.steps, y=rows.pct_base, mode="lines+markers", name=line, showlegend=True,
+            line=dict(color=colour, dash="dash" if lora else "solid"),
+            marker=dict(color=colour, size=9, symbol=[AT_CHANCE_SYMBOL if f else "diamond" if lora else "circle" for f in flagged]),
             error_y=dict(type="data", array=(rows.pct_base_ci_high - rows.pct_base).fillna(0),
                          arrayminus=(rows.pct_base - rows.pct_base_ci_low).fillna(0)),
-            customdata=list(zip(rows.run_id, rows.config.map(config_label), rows.pct_base_ci_low, rows.pct_base_ci_high)),
+            customdata=list(zip(rows.run_id, rows.config.map(config_label), rows.pct_base_ci_low, rows.pct_base_ci_high,
+                                flagged.map({True: "<br><b>baseline not above chance: %Base is not meaningful</b>", False: ""}))),
             hovertemplate=(
                 f"<b>{line}</b> %{{customdata[1]}}<br>recovery steps %{{x}}<br>%Base %{{y:.1f}} "
-                "[%{customdata[2]:.1f}, %{customdata[3]:.1f}] (paired 95% CI)<br>%{customdata[0]}<extra></extra>"
+                "[%{customdata[2]:.1f}, %{customdata[3]:.1f}] (paired 95% CI)%{customdata[4]}<br>%{customdata[0]}<extra></extra>"
             ),
         ))
     fig.update_layout(

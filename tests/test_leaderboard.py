@@ -21,7 +21,7 @@ from harness.leaderboard.frames import config_label, matching_papers, over_seeds
 from harness.leaderboard.landing import fraction_label, views
 from harness.leaderboard.overview import SYMBOLS
 from harness.leaderboard.pages import NO_MATCH
-from harness.leaderboard.plots import FRONTIER_NAME, GROUP_GLYPHS, GROUP_SYMBOLS, PAPERS_NAME, log_ticks
+from harness.leaderboard.plots import AT_CHANCE_SYMBOL, FRONTIER_NAME, GROUP_GLYPHS, GROUP_SYMBOLS, PAPERS_NAME, log_ticks
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
@@ -370,6 +370,9 @@ def test_a_sweep_over_recovery_steps_draws_a_curve_per_configuration(leaderboard
     assert [_values(t["x"]) for t in drawn["data"]] == [[0, 100, 300], [0, 100]]
     assert [t["line"]["dash"] for t in drawn["data"]] == ["solid", "dash"]
     assert [c[0] for c in drawn["data"][0]["customdata"]] == [asg, f"{asg}-r100", f"{asg}-r300"]
+    at_chance = list(curves.at_chance[curves.line.eq("asg")])  # the smoke baseline is at chance: an x, said in the hover
+    assert any(at_chance) and drawn["data"][0]["marker"]["symbol"] == [AT_CHANCE_SYMBOL if a else "circle" for a in at_chance]
+    assert "not above chance" in drawn["data"][0]["customdata"][0][4] and drawn["data"][0]["showlegend"]
     plain = summary.read(Store(leaderboard_db))
     assert recovery_curves(over_seeds(plain[plain.language.eq("avg")])).empty
     empty = _render(leaderboard_db, monkeypatch, tab="Recovery")
