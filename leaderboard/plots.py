@@ -40,6 +40,7 @@ def adapter_colours(names) -> dict[str, str]:
 
 
 AT_CHANCE_SYMBOL = "x-thin-open"  # a measured point whose baseline is not significantly above chance
+AT_CHANCE_NOTE = "<br><b>baseline not above chance: %Base is not meaningful</b>"  # ... and its hover line
 # significance group (harness.leaderboard.significance) -> marker; the papers' points are hollow circles
 GROUP_SYMBOLS = {BEST: "star", TIED: "circle", BELOW: "triangle-down", APART: "square"}
 GROUP_GLYPHS = {BEST: "★", TIED: "●", BELOW: "▼", APART: "■"}  # the same shapes in text (the Table tab)
@@ -55,7 +56,7 @@ def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter
     chance is drawn as an x and says so in its hover, as does a stale run."""
     flagged = rows.at_chance.astype(bool)
     notes = [
-        ("<br><b>baseline not above chance: %Base is not meaningful</b>" if chance else "")
+        (AT_CHANCE_NOTE if chance else "")
         + ("<br><b>stale: made by other code than the installed one</b>" if stale else "")
         for chance, stale in zip(flagged, rows.stale.astype(bool))
     ]
@@ -158,7 +159,7 @@ def recovery_figure(curves: pd.DataFrame, colours: dict[str, str]) -> go.Figure:
             error_y=dict(type="data", array=(rows.pct_base_ci_high - rows.pct_base).fillna(0),
                          arrayminus=(rows.pct_base - rows.pct_base_ci_low).fillna(0)),
             customdata=list(zip(rows.run_id, rows.config.map(config_label), rows.pct_base_ci_low, rows.pct_base_ci_high,
-                                flagged.map({True: "<br><b>baseline not above chance: %Base is not meaningful</b>", False: ""}))),
+                                flagged.map({True: AT_CHANCE_NOTE, False: ""}))),
             hovertemplate=(
                 f"<b>{line}</b> %{{customdata[1]}}<br>recovery steps %{{x}}<br>%Base %{{y:.1f}} "
                 "[%{customdata[2]:.1f}, %{customdata[3]:.1f}] (paired 95% CI)%{customdata[4]}<br>%{customdata[0]}<extra></extra>"
