@@ -33,10 +33,18 @@ EFFICIENCY_COLUMNS = {
 }
 
 
+def setting_text(key: str, value) -> str:
+    """One setting as typed on the command line (``k=256``, ``allocation=clustered``, ``sat=false``);
+    recovery with LoRA (``recover_lora``, :func:`harness.results.summary.resolved_config`) as ``+LoRA``."""
+    if key == "recover_lora" and value is True:
+        return "+LoRA"
+    return f"{key}={value if isinstance(value, str) else json.dumps(value)}"
+
+
 def config_label(config: str | None) -> str:
     """``{"k": 256, "m": 48}`` -> ``k=256 m=48``; an empty config (the baseline) -> ``-``."""
     items = json.loads(config or "{}")
-    return " ".join(f"{k}={json.dumps(v)}" for k, v in items.items()) or "-"
+    return " ".join(setting_text(k, v) for k, v in items.items()) or "-"
 
 
 def run_label(adapter: str, config: str | None) -> str:
@@ -53,7 +61,7 @@ def key_settings(rows: pd.DataFrame) -> pd.Series:
         for adapter, part in configs.groupby(rows.adapter)
     }
     return pd.Series([
-        " ".join([a, *(f"{k}={json.dumps(v)}" for k, v in c.items() if k in varying[a])])
+        " ".join([a, *(setting_text(k, v) for k, v in c.items() if k in varying[a])])
         for a, c in zip(rows.adapter, configs)
     ], index=rows.index)
 
