@@ -39,7 +39,7 @@ EFFICIENCY_COLUMNS = {
 class Axis:
     """A compression axis: the summary column it reads and what it counts."""
 
-    key: str     # in the URL (``?axis=params``)
+    key: str     # the sidebar's choice, and in the URL (``?axis=parameters``)
     column: str  # the summary's column: a fraction of the base model's
     label: str   # the sidebar's and the tables' name
     title: str   # the chart's axis title
@@ -48,7 +48,7 @@ class Axis:
 AXES = {axis.key: axis for axis in (
     Axis("bytes", "storage_fraction", "bytes stored",
          "embedding storage kept: bytes of the token tables, id maps and any untied output head, fraction of the base's (log scale)"),
-    Axis("params", "emb_param_fraction", "parameters kept", "embedding parameters kept (fraction of the base model's, log scale)"),
+    Axis("parameters", "emb_param_fraction", "parameters kept", "embedding parameters kept (fraction of the base model's, log scale)"),
 )}
 
 

@@ -16,7 +16,7 @@ from plotly.colors import sample_colorscale
 SHOWN_ROWS = 200  # overview rows sent to the page (sorted best first); colouring 666 rows took 1.6 s of a 10,000-run store's load
 FILTERS = {"model": "model", "suite": "suite", "method": "adapter", "setting": "setting", "profile": "profile"}
 # the overview's first columns in order, then each suite's: pixels (a fixed layout: the browser test finds a header by it)
-WIDTHS = {"method": 300, "model": 90, "budget": 95, "bytes kept": 90, "params kept": 95, "avg %Base": 85, "suite": 165}
+WIDTHS = {"method": 340, "model": 90, "budget": 95, "bytes kept": 90, "params kept": 95, "avg %Base": 85, "suite": 165}
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ def filtered(summary: pd.DataFrame) -> Filtered:
     runs only when asked, as ``harness results --include-stale``), whether seeds are averaged, and the
     compression axis (bytes stored by default: int8 keeps every parameter in a quarter of the bytes)."""
     st.sidebar.header("Filters")
-    axis = AXES[st.sidebar.radio(
-        "compression", list(AXES), key="axis", bind="query-params", format_func=lambda k: AXES[k].label, horizontal=True,
+    axis = AXES[st.sidebar.radio(  # the options as shown are the URL's values (?axis=parameters)
+        "compression: what is kept", list(AXES), key="axis", bind="query-params", horizontal=True,
         help="What the budgets, the slider and the chart's x count: the embedding's bytes stored (token tables, id maps, any "
              "untied output head) or its parameters, each as a fraction of the base model's.",
     )]
@@ -120,7 +120,7 @@ def table(view: overview.Overview, headlines: dict[str, str], axis: Axis = AXES[
     st.caption(
         "One row per method configuration and model; per suite the headline %Base (method / baseline × 100) "
         "with its paired 95% interval, mean over seeds (± sd where there are several). Rows are grouped by "
-        f"**budget**, a factor of two in the {axis.label} kept (the sidebar's compression axis; most compressed first), "
+        f"**budget**, a factor of two on the sidebar's compression axis ({axis.label}, as a share of the base's; most compressed first), "
         "and ranked within it by the mean %Base over the suites a row covers; a column header sorts by it. "
         "**avg %Base** is shown only where another row covers the same suites (an average over different suites "
         "compares nothing). Select a cell for its chart and run."
@@ -135,7 +135,7 @@ def table(view: overview.Overview, headlines: dict[str, str], axis: Axis = AXES[
     formats = {
         "method": st.column_config.TextColumn(width=WIDTHS["method"]),
         "model": st.column_config.TextColumn(width=WIDTHS["model"]),
-        "budget": st.column_config.TextColumn(width=WIDTHS["budget"], help=f"a factor of two in the {axis.label} kept, as a share of the base's"),
+        "budget": st.column_config.TextColumn(width=WIDTHS["budget"], help=f"a factor of two in {axis.label}, as a share of the base model's"),
         "bytes kept": st.column_config.NumberColumn(width=WIDTHS["bytes kept"], help="embedding storage (token tables, id maps, any untied output head) / the base model's"),
         "params kept": st.column_config.NumberColumn(width=WIDTHS["params kept"], help="embedding parameters kept / the base model's"),
         "avg %Base": st.column_config.NumberColumn(width=WIDTHS["avg %Base"]),

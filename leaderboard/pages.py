@@ -57,7 +57,7 @@ PAPER_OTHER_COLUMNS = {
 
 def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], paper_rows: int,
            groups: Callable[[], pd.Series] | None, selected: str | None, others: pd.DataFrame | None = None,
-           axis: frames.Axis = frames.AXES["params"]) -> None:
+           axis: frames.Axis = frames.AXES["parameters"]) -> None:
     """The chart of one view (suite, model, profile, task, metric) on the compression ``axis``: drawn at
     once, then redrawn with the significance groups as marker shapes once they are computed (``groups``,
     by variant); below it the papers' points of the same task that another regime, setting or metric keeps off it."""

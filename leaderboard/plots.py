@@ -106,7 +106,7 @@ def log_ticks(low: float, high: float) -> list[float]:
 
 def pareto_figure(
     points: pd.DataFrame, papers: pd.DataFrame | None, colours: dict[str, str], include_at_chance: bool = False,
-    selected: str | None = None, axis: Axis = AXES["params"],
+    selected: str | None = None, axis: Axis = AXES["parameters"],
 ) -> go.Figure:
     """%Base against the fraction kept on the compression ``axis`` (log x: embedding parameters, or
     bytes stored), one trace per adapter (marker: the point's significance group, column ``group``

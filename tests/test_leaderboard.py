@@ -150,7 +150,7 @@ def test_filters_live_in_the_url(leaderboard_db, monkeypatch):
 
 
 def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeypatch):
-    at = _render(leaderboard_db, monkeypatch, axis="params")
+    at = _render(leaderboard_db, monkeypatch, axis="parameters")
     pareto = _charts(at)[0]
     names = [t["name"] for t in pareto["data"]]
     adapters = sorted(Store(leaderboard_db).query("SELECT DISTINCT adapter FROM runs").adapter)
@@ -171,9 +171,9 @@ def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeyp
 
 def test_the_compression_axis_is_bytes_stored_unless_parameters_are_chosen(leaderboard_db, monkeypatch):
     """Issue 45.2: by default the chart's x is the embedding's bytes stored as a share of the base's (the
-    papers print parameter shares only: their points show on the parameters axis); ?axis=params switches."""
+    papers print parameter shares only: their points show on the parameters axis); ?axis=parameters switches."""
     stored = Store(leaderboard_db).query("SELECT storage_fraction, emb_param_fraction FROM compression JOIN runs USING (run_id) WHERE adapter = 'asg'")
-    for query, column, papers in (({}, "storage_fraction", False), ({"axis": "params"}, "emb_param_fraction", True)):
+    for query, column, papers in (({}, "storage_fraction", False), ({"axis": "parameters"}, "emb_param_fraction", True)):
         pareto = _charts(_render(leaderboard_db, monkeypatch, **query))[0]
         names = [t["name"] for t in pareto["data"]]
         assert _values(pareto["data"][names.index("asg")]["x"]) == pytest.approx([stored[column].item()])
@@ -193,7 +193,7 @@ def test_the_overview_ranks_a_configuration_within_its_compression_budget(sweep_
     rows.loc[int8, ["emb_param_fraction", "storage_fraction"]] = [1.0, 0.25]
     for axis in AXES.values():
         view = overview.build(rows, axis=axis)
-        bins = budget_bins(view.display[{"bytes": "bytes kept", "params": "params kept"}[axis.key]])
+        bins = budget_bins(view.display[{"bytes": "bytes kept", "parameters": "params kept"}[axis.key]])
         assert bins.is_monotonic_increasing and bins.notna().all()
         for _, part in view.display.groupby(bins):
             assert part[view.suites].mean(axis=1).is_monotonic_decreasing
@@ -221,7 +221,7 @@ def test_table_equals_harness_results_json(leaderboard_db, monkeypatch):
     for row in table.to_dict("records"):
         want = expected[row["run_id"]]
         assert (row["adapter"], row["model"], row["profile"], row["metric"]) == (want["adapter"], want["model"], want["profile"], want["metric"])
-        got = [row["score"], row["CI low"], row["CI high"], row["%Base"], row["emb. fraction"], row["storage MB"] * 1e6]
+        got = [row["score"], row["CI low"], row["CI high"], row["%Base"], row["params kept"], row["storage MB"] * 1e6]
         assert got == pytest.approx([want[k] for k in ("value", "ci_low", "ci_high", "pct_base", "emb_param_fraction", "storage_bytes")])
     assert table.set_index("adapter")["latency × base"]["none"] == pytest.approx(1.0)
     assert at.get("download_button")
@@ -483,10 +483,11 @@ def test_seed_toggle_shows_one_row_per_seed_with_its_runs_own_percent(sweep_db, 
     averaged = _overview(sweep_db, monkeypatch, profile="quick")
     assert "seed" not in averaged and averaged.xnli.str.contains("±").all()
     by_seed = _overview(sweep_db, monkeypatch, profile="quick", seeds="false")
-    assert len(by_seed) == 2 * len(averaged) and sorted(set(by_seed.seed)) == [0, 1]
+    assert len(by_seed) == 2 * len(averaged) and sorted(set(by_seed.seed)) == ["0", "1"]  # as drawn: text
     assert not by_seed.xnli.str.contains("±").any()
-    row = by_seed.dropna(subset=["xnli"]).query("xnli != ''").iloc[0]
-    stored = summary.read(Store(sweep_db)).query("suite == 'xnli' and model == @row.model and seed == @row.seed")
+    row = by_seed.query("xnli != ''").iloc[0]
+    seed = int(row.seed)
+    stored = summary.read(Store(sweep_db)).query("suite == 'xnli' and model == @row.model and seed == @seed")
     stored = stored[stored.adapter.eq(row.method.split()[0]) & stored.config.map(config_label).eq(row.settings)]
     assert row.xnli.startswith(f"{stored.pct_base.item():.1f} [")
 
@@ -495,9 +496,9 @@ def test_compression_range_in_the_url_keeps_runs_inside_it(sweep_db, monkeypatch
     """?fraction=LOW&fraction=HIGH (two of the slider's stops, as it labels them) shows only the rows inside."""
     fractions = summary.read(Store(sweep_db)).emb_param_fraction
     low, high = log_ticks(fractions.min(), fractions.max())[1:4:2]  # slider stops (1-2-5 ticks)
-    narrowed = _render(sweep_db, monkeypatch, axis="params", fraction=[fraction_label(low), fraction_label(high)]).dataframe[0].value
+    narrowed = _render(sweep_db, monkeypatch, axis="parameters", fraction=[fraction_label(low), fraction_label(high)]).dataframe[0].value
     assert len(narrowed) and narrowed["params kept"].between(low, high).all()
-    assert len(narrowed) < len(_overview(sweep_db, monkeypatch, axis="params"))
+    assert len(narrowed) < len(_overview(sweep_db, monkeypatch, axis="parameters"))
 
 
 def test_table_tab_shows_the_charts_significance_groups(sweep_db, monkeypatch):

@@ -5,6 +5,7 @@ the packaged CSV's, loaded as ``harness reference load`` does."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import socket
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -137,8 +139,13 @@ def test_results_paper_prints_both_tables_and_the_resolved_config(store):
     out = CliRunner().invoke(app, ["results", "--db", str(store.path), "--paper"])
     assert out.exit_code == 0, out.output
     beside, other = out.output.split("paper, other setting")
-    assert "asg-zs" in beside and "k=1024 m=48" in beside and "k=0" not in beside  # the k the fit chose, not the written 0
-    assert "setting: multilingual vs zero-shot" in other
+    assert "asg-zs" in beside and "setting: multilingual vs zero-shot" in other
+    assert max(len(line) for line in out.output.splitlines()) <= 160 and "nan" not in out.output.lower()
+    rows = [line for line in beside.splitlines() if "000 asg T1" in line]
+    assert len(rows) == len(set(rows)) > 1 and sum("asg-zs" in line for line in rows) == 1  # a row per paper point, the run's cells once
+    table = pd.read_csv(io.StringIO(CliRunner().invoke(app, ["results", "--db", str(store.path), "--paper", "-f", "csv"]).stdout))
+    configs = set(table.config[table.run_id.eq("asg-zs")].dropna())  # the rows beside it (the other setting's have no run config)
+    assert configs == {"k=1024 m=48"}  # the k the fit chose, not the written 0
     listed = CliRunner().invoke(app, ["results", "--db", str(store.path)])
     assert "k=1024 m=48" in listed.output and "k=0" not in listed.output
     bad = CliRunner().invoke(app, ["results", "--db", str(store.path), "--paper", "--aggregate"])
