@@ -4,7 +4,8 @@
 
 Starts ``harness leaderboard`` on the store, opens the page as a reader first sees it (no query: the
 default filters, stale runs hidden) in headless Chromium (:class:`harness.benchmarks.leaderboard.Browser`),
-waits until the overview grid and the chart are drawn, and writes a PNG of the window."""
+waits until the overview grid and the chart are drawn and the page's script has finished, and writes a
+PNG of the window."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from harness.benchmarks.leaderboard import Browser, serve
 
 DRAWN = ("!!document.querySelector('.js-plotly-plot .main-svg') && "
          "!!document.querySelector('[data-testid=stDataFrame] canvas') && "
-         "document.querySelectorAll('[data-testid=stSkeleton]').length === 0")
+         "document.querySelectorAll('[data-testid=stSkeleton]').length === 0 && "
+         "!document.querySelector('[data-testid=stStatusWidget]')")  # the script has finished (the chart's significance groups)
 
 
 def main() -> None:
