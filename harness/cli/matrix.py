@@ -21,7 +21,7 @@ def list_matrix(
 ) -> None:
     """The reference matrix against a store: each entry (and each baseline the entries share) current,
     stale (made by other code, data or budget) or missing, the run behind it and the minutes that run
-    took; then the CPU hours of the whole matrix and of what is still to do."""
+    took; then the hours the whole matrix takes and what is still to do, by the stored runs' wall time."""
     from transformers.utils import logging as hf_logging
 
     from harness.runner import matrix  # plans runs: torch and transformers, which the other listings never import

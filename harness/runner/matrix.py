@@ -170,11 +170,12 @@ def status(entries: list[Entry], store: Store, profile: str = PROFILE) -> pd.Dat
 
 
 def summary_line(frame: pd.DataFrame) -> str:
-    """Counts by status and the CPU hours the stored runs' wall times add up to: the whole matrix, and
-    what is to do (baselines counted once)."""
+    """Counts by status and the hours the stored runs' wall times add up to (each run alone on the
+    machine that made it: the committed store's, a 2-core CPU): the whole matrix, and what is to do
+    (baselines counted once)."""
     counts = frame.status.str.partition(":")[0].value_counts()
     told = ", ".join(f"{counts[s]} {s}" for s in (CURRENT, STALE, MISSING, "invalid") if s in counts)
     whole, todo = frame.minutes.sum() / 60, frame.minutes[frame.todo].sum() / 60
     unknown = int(frame.minutes.isna().sum())
-    return (f"{len(frame)} runs ({told}); from the stored runs' wall time: the whole matrix about {whole:.1f} CPU hours, "
-            f"to re-make about {todo:.1f} h" + (f" ({unknown} without a stored run to go by)" if unknown else ""))
+    return (f"{len(frame)} runs ({told}); by the stored runs' wall time, the whole matrix takes about {whole:.1f} hours, "
+            f"what is to do about {todo:.1f} h" + (f" ({unknown} without a stored run to go by)" if unknown else ""))
