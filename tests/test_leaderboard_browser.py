@@ -37,6 +37,8 @@ POINTS = "document.querySelectorAll('.js-plotly-plot .scatterlayer .point').leng
 TRACES = "JSON.stringify(document.querySelector('.js-plotly-plot')._fullData.map(t => [t.name, Array.from(t.x ?? [])]))"
 GRID = "JSON.stringify(document.querySelector('[data-testid=\"stDataFrame\"] canvas').getBoundingClientRect())"
 SKELETONS = "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length"
+MENU = "!!document.querySelector('[data-testid=\"stMainMenu\"]')"
+DEPLOY = "!!document.querySelector('[data-testid=\"stAppDeployButton\"]')"  # Streamlit's "Deploy": nothing a reader can use
 
 
 def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 90) -> None:
@@ -129,6 +131,7 @@ def test_overview_table_and_pareto_plot_are_drawn_in_chromium(server, browser, l
     assert {"asg", "none"} <= set(browser.evaluate(LEGEND))  # (no frontier: the smoke baseline is at chance)
     assert browser.evaluate(POINTS) >= 2
     assert dom_bytes < DOM_KB * 1024
+    assert browser.evaluate(MENU) and not browser.evaluate(DEPLOY)  # the viewer's toolbar (menu: print, theme) only
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
