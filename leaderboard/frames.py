@@ -41,14 +41,18 @@ class Axis:
 
     key: str     # the sidebar's choice, and in the URL (``?axis=parameters``)
     column: str  # the summary's column: a fraction of the base model's
-    label: str   # the sidebar's and the tables' name
-    title: str   # the chart's axis title
+    label: str   # the tables' name
+    what: str    # what it counts, in words (the chart's axis title, the captions)
+
+    @property
+    def title(self) -> str:
+        return f"{self.what} (log scale)"
 
 
 AXES = {axis.key: axis for axis in (
     Axis("bytes", "storage_fraction", "bytes stored",
-         "embedding storage kept: bytes of the token tables, id maps and any untied output head, fraction of the base's (log scale)"),
-    Axis("parameters", "emb_param_fraction", "parameters kept", "embedding parameters kept (fraction of the base model's, log scale)"),
+         "embedding storage kept: bytes of the token tables, id maps and any untied output head, fraction of the base's"),
+    Axis("parameters", "emb_param_fraction", "parameters kept", "embedding parameters kept, fraction of the base model's"),
 )}
 
 

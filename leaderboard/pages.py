@@ -73,7 +73,7 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
               "The papers print parameter shares, not bytes: their points show on the parameters axis (sidebar).")
     st.caption(
         f"%Base of {r.metric} on {r.task}{prompted} (average over languages where scored per language; mean over seeds, whisker: sd) "
-        f"against the {axis.title.split(' (log')[0]}. Dashed: the Pareto frontier of the measured runs. "
+        f"against the {axis.what}. Dashed: the Pareto frontier of the measured runs. "
         "x: the baseline is not significantly above chance, so %Base divides by noise (off the frontier unless "
         f"toggled). {hollow} Ring: the cell selected in the overview."
     )

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-WIDTH = 160
-# (title, column of fetch_paper's frames, width): truncated with "…" past the width
+from harness.results.reference import PAPER_IDS
+
+# (title, column of fetch_paper's frames, width): truncated with "…" past the width; with two spaces between, 160 columns in all
 BESIDE = (("run", "run_id", 33), ("method", "label", 22), ("task", "task", 9), ("%Base [paired CI]", "%Base", 18),
           ("paper", "paper_id", 14), ("its method", "paper_method", 20), ("base model", "base model", 14),
           ("reported", "reported", 8), ("%Base", "paper %Base", 6))
@@ -43,8 +44,6 @@ def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _paper_id(paper: str) -> str:
-    from harness.results.reference import PAPER_IDS
-
     return f"{PAPER_IDS.get(paper, '?')} {paper}"
 
 
