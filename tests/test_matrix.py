@@ -21,12 +21,18 @@ TABLE_METHODS = {"asg", "sg", "ksub", "lowrank", "quant"}
 
 def test_a_matrix_line_reads_as_a_run_and_a_bad_line_names_itself():
     entries = matrix.parse("## one\nxnli me5-small asg k=256   # a note\n\n# a comment\nbpb smollm2 asg --recover=100 --recover-lora\n")
-    assert [(e.section, e.suite, e.model, e.adapter, e.settings, e.recover, e.recover_lora, e.note) for e in entries] == [
-        ("one", "xnli", "me5-small", "asg", ("k=256",), 0, False, "a note"),
-        ("one", "bpb", "smollm2", "asg", (), 100, True, ""),
+    assert [(e.section, e.suite, e.model, e.adapter, e.settings, e.options, e.note) for e in entries] == [
+        ("one", "xnli", "me5-small", "asg", ("k=256",), (), "a note"),
+        ("one", "bpb", "smollm2", "asg", (), (("recover", 100), ("recover_lora", True)), ""),
     ]
-    with pytest.raises(ConfigError, match=r"m:2: '--seed=3' is neither"):
+    request = entries[1].request()
+    assert (request.recover, request.recover_lora, request.profile, request.seed) == (100, True, "quick", 0)
+    with pytest.raises(ConfigError, match=r"m:2: '--seed=3' is no run option; use key=value settings and --recover"):
         matrix.parse("xnli me5-small asg\nxnli me5-small asg --seed=3", "m")
+    with pytest.raises(ConfigError, match=r"m:1: '--recover=many': the value must be of type int"):
+        matrix.parse("bpb smollm2 asg --recover=many", "m")
+    with pytest.raises(ConfigError, match="m:1: 'k256' is neither a key=value setting nor a --run-option"):
+        matrix.parse("xnli me5-small asg k256", "m")
     with pytest.raises(ConfigError, match="m:1: 'xnli asg' needs at least suite, model and adapter"):
         matrix.parse("xnli asg", "m")
 

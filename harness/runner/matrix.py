@@ -21,6 +21,7 @@ marked ``~``), else unknown.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,10 @@ BASELINES = "baselines (one per suite, model and settings; run with their entrie
 COLUMNS = ["section", "entry", "status", "run_id", "minutes", "estimate", "todo", "note"]
 
 
+FIXED = {"suite", "adapter", "model", "profile", "seed", "settings", "data_dir", "device", "force"}  # what a line cannot set
+OPTIONS = {f.name: f.default for f in dataclasses.fields(RunRequest) if f.name not in FIXED}  # run options: --recover=100, --recover-lora
+
+
 @dataclass(frozen=True)
 class Entry:
     """One line of the matrix: a ``harness run`` without its profile, seed and database."""
@@ -50,11 +55,32 @@ class Entry:
     model: str
     adapter: str
     settings: tuple[str, ...] = ()  # key=value, given to ``--set``
-    recover: int = 0
-    recover_lora: bool = False
+    options: tuple[tuple[str, object], ...] = ()  # run options (:class:`RunRequest` fields): (("recover", 100),)
+
+    @property
+    def recover(self) -> int:
+        return int(dict(self.options).get("recover", 0))
 
     def request(self, profile: str = PROFILE) -> RunRequest:
-        return RunRequest(self.suite, self.adapter, self.model, profile, SEED, self.settings, recover=self.recover, recover_lora=self.recover_lora)
+        return RunRequest(self.suite, self.adapter, self.model, profile, SEED, self.settings, **dict(self.options))
+
+
+def _option(word: str, where: str) -> tuple[str, object]:
+    """``--recover=100`` -> ("recover", 100), ``--recover-lora`` -> ("recover_lora", True): a field of
+    :class:`RunRequest` other than those the matrix fixes, its value read as the field's default's type."""
+    name, _, value = word[2:].partition("=")
+    field = name.replace("-", "_")
+    if field not in OPTIONS:
+        raise ConfigError(f"{where}: '{word}' is no run option; use key=value settings and {', '.join('--' + o.replace('_', '-') for o in OPTIONS)}")
+    default = OPTIONS[field]
+    if isinstance(default, bool):
+        if value not in ("", "true", "false"):
+            raise ConfigError(f"{where}: '{word}' is a flag: write --{name}")
+        return field, value != "false"
+    try:
+        return field, type(default)(value) if default is not None else value
+    except ValueError:
+        raise ConfigError(f"{where}: '{word}': the value must be of type {type(default).__name__}, e.g. --{name}={default}") from None
 
 
 def parse(text: str, source: str = "matrix") -> list[Entry]:
@@ -68,20 +94,15 @@ def parse(text: str, source: str = "matrix") -> list[Entry]:
         words = line.split()
         if not words:
             continue
+        where = f"{source}:{number}"
         if len(words) < 3:
-            raise ConfigError(f"{source}:{number}: '{line.strip()}' needs at least suite, model and adapter")
-        settings, recover, lora = [], 0, False
-        for word in words[3:]:
-            option, _, value = word.partition("=")
-            if option == "--recover" and value.isdigit():
-                recover = int(value)
-            elif word == "--recover-lora":
-                lora = True
-            elif word.startswith("--") or "=" not in word:
-                raise ConfigError(f"{source}:{number}: '{word}' is neither key=value nor --recover=N / --recover-lora")
-            else:
-                settings.append(word)
-        entries.append(Entry(section, " ".join(words), note.strip(), *words[:3], tuple(settings), recover, lora))
+            raise ConfigError(f"{where}: '{line.strip()}' needs at least suite, model and adapter")
+        options = [_option(w, where) for w in words[3:] if w.startswith("--")]
+        settings = [w for w in words[3:] if not w.startswith("--")]
+        for word in settings:
+            if "=" not in word:
+                raise ConfigError(f"{where}: '{word}' is neither a key=value setting nor a --run-option")
+        entries.append(Entry(section, " ".join(words), note.strip(), *words[:3], tuple(settings), tuple(options)))
     return entries
 
 
