@@ -37,6 +37,9 @@ Choices where the paper is open, written down here:
 * Output logits are computed from the (m x k) segment scores H_i . c_{i,j}, summed over the
   ConceptIDs by a fused CPU kernel (inference) or one ``embedding_bag`` (training, CUDA): no V x D
   matrix is ever built.
+* The ConceptID map is an index map (:mod:`harness.methods.index_maps`): held in its stored dtype
+  on the CPU, widened once to int32 when the model moves to CUDA (whose indexing kernels do not
+  read uint16), saved compact from any device.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
+from harness.methods.index_maps import IndexMaps
 from harness.methods.kmeans import KmeansBudget, KmeansSettings, budget_of, fit_threads, kmeans
 
 BUDGETS = Budgets(
@@ -130,7 +134,7 @@ def product_quantize(
     return codebooks, codes
 
 
-class ConceptEmbedding(nn.Module):
+class ConceptEmbedding(IndexMaps):
     """Input side of ASG (Section 2.3): token -> concat of its m Concept Vectors."""
 
     def __init__(self, codebooks: torch.Tensor, concept_ids: torch.Tensor, k: int, shared: bool):
@@ -139,7 +143,7 @@ class ConceptEmbedding(nn.Module):
         self.k, self.m, self.shared = k, m, shared
         self.codebooks = nn.Parameter(codebooks)  # E': (m*k, D/m), or (k, D/m) when shared
         # (V, m) ConceptID map s_i in [0, k); a fixed buffer, not a parameter (Appendix C)
-        self.register_buffer("concept_ids", concept_ids.to(concept_id_dtype(k)))
+        self.register_index_map("concept_ids", concept_ids, concept_id_dtype(k))
         # row of codebook i inside E' (all zero when shared); derived, so not stored
         self.register_buffer("segment_offsets", torch.arange(m) * (0 if shared else k), persistent=False)
 
@@ -160,7 +164,7 @@ class ConceptEmbedding(nn.Module):
         return self(torch.arange(self.num_embeddings, device=self.codebooks.device))
 
 
-class ConceptLMHead(nn.Module):
+class ConceptLMHead(IndexMaps):
     """Output side of ASG (Section 2.4): logit_t = sum_i H_i . u_{t,i}.
 
     Segment scores S[i*k + j, n] = H_i . C_i[j] (one row per Concept Vector, one column per hidden
@@ -178,9 +182,9 @@ class ConceptLMHead(nn.Module):
         super().__init__()
         self.concepts = concepts
         self.bias = None if bias is None else nn.Parameter(bias.detach().clone())
-        # (m, V) ConceptIDs, segment-major, in the map's dtype: the order the gather-sum reads
-        # them; derived from the stored (V, m) map, so not stored
-        self.register_buffer("codes", concepts.concept_ids.T.contiguous(), persistent=False)
+        # (m, V) ConceptIDs, segment-major, held like the map: the order the gather-sums read them;
+        # derived from the stored (V, m) map, so not stored
+        self.register_index_map("codes", concepts.concept_ids.T.contiguous(), concepts.stored_dtype("concept_ids"), persistent=False)
 
     @property
     def out_features(self) -> int:
