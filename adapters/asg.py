@@ -200,12 +200,23 @@ class ConceptLMHead(IndexMaps):
             return torch.einsum("jd,nid->ijn", books, h).reshape(c.m * c.k, columns)
         return torch.bmm(books.view(c.m, c.k, -1), h.permute(1, 2, 0)).view(c.m * c.k, columns)
 
+    def table_rows(self) -> torch.Tensor:
+        """(V, m) int32 rows of the score table that every token's ConceptIDs select (i*k + s_i):
+        ``embedding_bag``'s index, made on the first call on a device and kept until the head moves
+        (a cache, not a buffer: neither saved nor held where only the kernels run)."""
+        rows = self.__dict__.get("_table_rows")
+        if rows is None or rows.device != self.codes.device:
+            offsets = torch.arange(self.concepts.m, device=self.codes.device, dtype=torch.int32)[:, None] * self.concepts.k
+            rows = self.__dict__["_table_rows"] = (self.codes.int() + offsets).T.contiguous()
+        return rows
+
+    def _apply(self, fn, recurse=True):
+        self.__dict__.pop("_table_rows", None)
+        return super()._apply(fn, recurse)
+
     def reference_sum(self, table: torch.Tensor, n: int) -> torch.Tensor:
         """(m*k, >= n) score table -> (n, V) logits with one ``embedding_bag`` over the ConceptIDs."""
-        width = table.shape[0] // self.concepts.m
-        offsets = torch.arange(self.concepts.m, device=self.codes.device, dtype=torch.int32)[:, None] * width
-        rows = (self.codes.int() + offsets).T.contiguous()  # (V, m) rows of the table
-        return F.embedding_bag(rows, table, mode="sum")[:, :n].T  # (n, V)
+        return F.embedding_bag(self.table_rows(), table, mode="sum")[:, :n].T  # (n, V)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         lead = hidden.shape[:-1]

@@ -205,3 +205,16 @@ def test_concept_ids_widen_once_when_moved_off_the_cpu_and_save_compact(tiny_dec
     assert concepts.concept_ids.dtype == head.codes.dtype == torch.uint16
     assert torch.equal(concepts.concept_ids, before["model.embed_tokens.concept_ids"])
 
+
+def test_reference_rows_are_made_once_per_device(tiny_decoder):
+    """The embedding_bag index (V, m) of i*k + s_i is cached, not rebuilt on every call (issue 43)."""
+    model = AsgAdapter(AsgConfig(k=16, m=8)).apply(tiny_decoder, FitContext(seed=0)).model
+    head = model.get_output_embeddings()
+    rows = head.table_rows()
+    assert rows is head.table_rows() and rows.dtype == torch.int32
+    assert torch.equal(rows.long(), head.concepts.concept_ids.long() + 16 * torch.arange(8))
+    hidden = torch.randn(3, 64, requires_grad=True)
+    head(hidden).sum().backward()  # the training path reads the cache
+    assert head.table_rows() is rows
+    model.to("meta")
+    assert head.table_rows() is not rows and head.table_rows().device.type == "meta"
