@@ -35,8 +35,9 @@ Choices where the paper is open, written down here:
   quantized separately (Section 2.4's OE'). The tie flag in the config is cleared so
   ``tie_weights()`` leaves the head alone. An output bias, if any, is kept.
 * Output logits are computed from the (m x k) segment scores H_i . c_{i,j}, summed over the
-  ConceptIDs by a fused CPU kernel (inference) or one ``embedding_bag`` (training, CUDA): no V x D
-  matrix is ever built.
+  ConceptIDs by a fused kernel in inference (CPU: :mod:`harness.methods.gather_sum`; CUDA, with
+  Triton: :mod:`harness.methods.gather_sum_triton`) or one ``embedding_bag`` (training, and CUDA
+  without Triton): no V x D matrix is ever built.
 * The ConceptID map is an index map (:mod:`harness.methods.index_maps`): held in its stored dtype
   on the CPU, widened once to int32 when the model moves to CUDA (whose indexing kernels do not
   read uint16), saved compact from any device.
@@ -51,7 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.methods import gather_sum
+from harness.methods import gather_sum, triton_support
 from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
 from harness.budgets import Budgets
 from harness.config import require_positive
@@ -135,7 +136,10 @@ def product_quantize(
 
 
 class ConceptEmbedding(IndexMaps):
-    """Input side of ASG (Section 2.3): token -> concat of its m Concept Vectors."""
+    """Input side of ASG (Section 2.3): token -> concat of its m Concept Vectors.
+
+    Inference on CUDA with Triton looks the rows up in one kernel
+    (:mod:`harness.methods.concept_lookup_triton`); otherwise, and in training, with torch."""
 
     def __init__(self, codebooks: torch.Tensor, concept_ids: torch.Tensor, k: int, shared: bool):
         super().__init__()
@@ -156,6 +160,11 @@ class ConceptEmbedding(IndexMaps):
         return self.m * self.codebooks.shape[1]
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        training = torch.is_grad_enabled() and self.codebooks.requires_grad
+        if not training and triton_support.runs(input_ids, self.codebooks):
+            from harness.methods import concept_lookup_triton
+
+            return concept_lookup_triton.lookup(input_ids, self.codebooks, self.concept_ids, self.k, self.shared)
         rows = self.concept_ids[input_ids].long() + self.segment_offsets  # (..., m) rows of E'
         return F.embedding(rows, self.codebooks).flatten(-2)  # (..., m, D/m) -> (..., D)
 
@@ -168,14 +177,17 @@ class ConceptLMHead(IndexMaps):
     """Output side of ASG (Section 2.4): logit_t = sum_i H_i . u_{t,i}.
 
     Segment scores S[i*k + j, n] = H_i . C_i[j] (one row per Concept Vector, one column per hidden
-    state), then for every token t the sum of the m scores its ConceptIDs select. Two ways to the
-    same sum, neither forming a (V, D) table:
+    state), then for every token t the sum of the m scores its ConceptIDs select. Three ways to the
+    same sum, none forming a (V, D) table:
 
     * :meth:`reference_sum`: one ``embedding_bag`` (mode "sum") over the score rows; differentiable,
-      any device and dtype. Used for training (gradients enabled), on CUDA and without a compiler.
+      any device and dtype. Used for training (gradients enabled), and where no kernel applies.
     * :mod:`harness.methods.gather_sum`: a fused CPU kernel reading the (m, V) map in its stored dtype
-      (float32 inference on CPU; one call for the whole head, scores included). Same logits up to
-      the order of the float additions.
+      (float32 inference on CPU; one call for the whole head, scores included).
+    * :mod:`harness.methods.gather_sum_triton`: on CUDA with Triton (float32 inference), one batched
+      matmul for the scores and one gather-sum kernel over vocabulary tiles.
+
+    The kernels give the reference's logits up to the order of the float additions.
     """
 
     def __init__(self, concepts: ConceptEmbedding, bias: torch.Tensor | None = None):
@@ -225,6 +237,10 @@ class ConceptLMHead(IndexMaps):
         training = torch.is_grad_enabled() and (flat.requires_grad or self.concepts.codebooks.requires_grad)
         if not training and gather_sum.applies(flat):
             logits = gather_sum.logits(flat, self.concepts.codebooks, self.codes, self.concepts.shared)
+        elif not training and flat.dtype == torch.float32 and triton_support.runs(flat, self.codes):
+            from harness.methods import gather_sum_triton
+
+            logits = gather_sum_triton.logits(flat, self.concepts.codebooks, self.codes, self.concepts.shared)
         else:  # a lone hidden state gets a second (zero) column: embedding_bag's CPU kernel is ~50x slower on one
             logits = self.reference_sum(self.score_table(flat, max(n, 2)), n)
         if self.bias is not None:

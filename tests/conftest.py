@@ -11,7 +11,8 @@ cache off sets ``HARNESS_FIT_CACHE=off`` itself; one that counts entries points 
 starts, then uses one torch/OpenMP thread, so the workers do not oversubscribe the cores.
 
 The ``gpu`` tier (tests marked ``gpu``: ``pytest -m gpu``) needs a CUDA device and is skipped, with
-one line saying why, where torch sees none; CI never requires it.
+one line saying why, where torch sees none; CI never requires it. Without a GPU the Triton kernels
+are tested on CPU tensors through Triton's interpreter, switched on here before Triton is imported.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 import torch  # noqa: E402  (after OMP_NUM_THREADS: OpenMP reads it when torch loads it)
 
 CUDA = torch.cuda.is_available()
+if not CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when a kernel is defined: the kernels then run on CPU tensors
 
 
 def pytest_collection_modifyitems(config, items):
