@@ -37,7 +37,7 @@ class _HostCopies(TorchDispatchMode):
 
 def test_main_job_smoke_on_cuda(tmp_path):
     """The README's main job (baseline + ASG on XNLI) at the smoke profile, on CUDA."""
-    args = ["run", "--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--profile", "smoke", "--device", "cuda",
+    args = ["run", "--suite", "xnli", "--adapter", "asg", "--profile", "smoke", "--device", "cuda",
             "--db", str(tmp_path / "gpu.duckdb")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
