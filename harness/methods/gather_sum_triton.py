@@ -12,11 +12,13 @@ in two steps, neither forming a (V, D) table nor an (N, V, m) intermediate:
    batched matmul (cuBLAS, float32; with a shared codebook one plain matmul). At batch 1 on SmolLM2
    (m = 48, k = 1,024) it is 192 KiB: it stays in L2 while step 2 gathers from it.
 2. :func:`gather_sum`: one program per tile of ``BLOCK_V`` tokens and ``BLOCK_N`` hidden states
-   walks the m segments; each segment's codes of the tile are one contiguous load (codes are
-   segment-major, (m, V), in the dtype :mod:`harness.methods.index_maps` holds them in: uint8, or
-   int32 widened from uint16), read once and used for every hidden state of the tile, which at
-   batch <= ``BLOCK_N`` means every code is read once per call. Sums accumulate in float32
-   registers; each logit is written once.
+   walks the m segments, ``BLOCK_S`` at a time; each segment's codes of the tile are one
+   contiguous load (codes are segment-major, (m, V), in the dtype :mod:`harness.methods.index_maps`
+   holds them in: uint8, or int32 widened from uint16), read once and used for every hidden state
+   of the tile, which at batch <= ``BLOCK_N`` means every code is read once per call. A step keeps
+   ``GATHERS`` independent gathers per token in flight (8 segments for a lone state: decoding),
+   so the latency of one does not wait on the last. Sums accumulate in float32 registers; each
+   logit is written once.
 
 ``lut_dtype`` float16 or bfloat16 stores step 1's table in half precision (half the bytes the
 gathers touch; sums still in float32): an option the benchmark measures beside float32, never the
@@ -31,6 +33,11 @@ import triton.language as tl
 
 MAX_BLOCK_N = 16
 """Hidden states per program at most: a tile's (BLOCK_N, BLOCK_V) float32 sums stay in registers."""
+BLOCK_V = 128
+"""Tokens per program: 384 programs for SmolLM2's 49,152, 1,002 for a Llama-3 vocabulary."""
+GATHERS = 8
+"""Gathers in flight per token and step: BLOCK_N states x BLOCK_S segments (a lone state's step
+reads 8 segments' codes at once, so its 8 gathers do not wait on one another)."""
 
 
 def block_n(n: int) -> int:
@@ -38,31 +45,26 @@ def block_n(n: int) -> int:
     return min(triton.next_power_of_2(n), MAX_BLOCK_N)
 
 
-def block_v(rows: int) -> int:
-    """Tokens per program: 256 for one hidden state, fewer as the tile gets taller (same register budget)."""
-    return max(64, 256 // rows)
-
-
 @triton.jit
 def _gather_sum_kernel(
     lut_ptr, codes_ptr, out_ptr, N, V, K,
-    M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr,
+    M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_V: tl.constexpr,
 ):
-    """out[n, t] = sum_i lut[i, n, codes[i, t]] for one (BLOCK_N, BLOCK_V) tile of (N, V)."""
+    """out[n, t] = sum_i lut[i, n, codes[i, t]] for one (BLOCK_N, BLOCK_V) tile of (N, V), BLOCK_S
+    segments per step."""
     v = tl.program_id(0) * BLOCK_V + tl.arange(0, BLOCK_V)
     n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     v_ok = v < V
-    tile_ok = (n < N)[:, None] & v_ok[None, :]
-    rows = lut_ptr + n[:, None].to(tl.int64) * K  # (BLOCK_N, 1) each state's row of segment 0's table
-    code_ptrs = codes_ptr + v  # (BLOCK_V,) the tile's codes of segment 0
+    n_ok = n < N
     acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
-    for _ in range(M):
-        code = tl.load(code_ptrs, mask=v_ok, other=0).to(tl.int64)  # read once, used by every state of the tile
-        score = tl.load(rows + code[None, :], mask=tile_ok, other=0.0)  # (BLOCK_N, BLOCK_V) gathered
-        acc += score.to(tl.float32)
-        rows += N * K  # the next segment: its table and its codes
-        code_ptrs += V
-    tl.store(out_ptr + n[:, None].to(tl.int64) * V + v[None, :], acc, mask=tile_ok)
+    for start in range(0, M, BLOCK_S):
+        segment = start + tl.arange(0, BLOCK_S)
+        codes_ok = (segment < M)[:, None] & v_ok[None, :]
+        code = tl.load(codes_ptr + segment[:, None].to(tl.int64) * V + v[None, :], mask=codes_ok, other=0)  # read once
+        row = (segment[None, :, None].to(tl.int64) * N + n[:, None, None]) * K  # (BLOCK_N, BLOCK_S, 1) table rows
+        score = tl.load(lut_ptr + row + code.to(tl.int64)[None, :, :], mask=n_ok[:, None, None] & codes_ok[None, :, :], other=0.0)
+        acc += tl.sum(score.to(tl.float32), axis=1)
+    tl.store(out_ptr + n[:, None].to(tl.int64) * V + v[None, :], acc, mask=n_ok[:, None] & v_ok[None, :])
 
 
 def lookup_table(hidden: torch.Tensor, codebooks: torch.Tensor, m: int, shared: bool, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -85,9 +87,9 @@ def gather_sum(table: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
     vocab = codes.shape[1]
     out = torch.empty(n, vocab, dtype=torch.float32, device=table.device)
     rows = block_n(n)
-    tokens = block_v(rows)
-    grid = (triton.cdiv(vocab, tokens), triton.cdiv(n, rows))
-    _gather_sum_kernel[grid](table, codes.contiguous(), out, n, vocab, k, M=m, BLOCK_N=rows, BLOCK_V=tokens)
+    grid = (triton.cdiv(vocab, BLOCK_V), triton.cdiv(n, rows))
+    _gather_sum_kernel[grid](table, codes.contiguous(), out, n, vocab, k, M=m, BLOCK_N=rows,
+                             BLOCK_S=max(1, GATHERS // rows), BLOCK_V=BLOCK_V)
     return out
 
 
