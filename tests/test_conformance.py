@@ -76,14 +76,16 @@ def _small_config(cls, settings: dict[str, str] | None = None):
     return build_config(cls.config_class, {k: v for k, v in small.items() if k in fields}, cls.name)
 
 
-def _apply(name: str, kind: str, tokenizer, data_dir: Path, seed: int = 0, **settings: str):
+def _apply(name: str, kind: str, tokenizer, data_dir: Path, seed: int = 0, device: str = "cpu", **settings: str):
+    """The adapter applied as the runner applies it: to a model on the CPU, with ``device`` the run's
+    (the caller moves the model there afterwards, as the runner does)."""
     cls = ADAPTERS.get(name)
     adapter = cls(_small_config(cls, settings))
     model = tiny_model(kind)
     adapter.check(VOCAB, model.config.hidden_size)
     set_seed(seed)  # the runner seeds every library before a model is built and fitted
     fit = FitContext(
-        profile="smoke", seed=seed, device="cpu", workdir=None, tokenizer=tokenizer,
+        profile="smoke", seed=seed, device=device, workdir=None, tokenizer=tokenizer,
         corpora={c: _corpus(c, data_dir) for c in adapter.corpora()},
         budget=cls.budgets.smoke if cls.budgets else None,
         teacher=copy.deepcopy(model).requires_grad_(False) if cls.needs_teacher else None,
@@ -226,3 +228,73 @@ def test_recovery_trains_only_the_declared_tensors_and_lowers_the_loss(name, kin
     assert changed and changed <= {t.data_ptr() for t in declared.values()}
     assert {n: p.requires_grad for n, p in model.named_parameters()} == trains
     assert done["steps"] == 6 and len(done["loss"]) == 2 and done["trained"] == sorted(declared)
+
+
+# settings that give each adapter with an index map more than 256 entries per map, so that it is
+# stored as uint16 (sg's default 40% of 1,000 tokens is 400 groups already)
+WIDE_MAPS = {"asg": {"k": "300"}, "ksub": {"M": "300"}, "ade": {"K": "300"}}
+INDEXABLE_ON_CUDA = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _integer_buffers(model: torch.nn.Module) -> dict[str, torch.dtype]:
+    return {name: b.dtype for name, b in model.named_buffers() if not b.is_floating_point() and b.dtype != torch.bool}
+
+
+@pytest.mark.parametrize("name, kind", list(_cases()))
+def test_index_maps_are_compact_when_stored_and_indexable_off_the_cpu(name, kind, tiny_tokenizer, data_dir):
+    """Issue 41: torch's CUDA kernels cannot index uint16 maps. Moved off the CPU (the meta device
+    stands in for CUDA: harness.methods.index_maps widens on any device but the CPU), every integer
+    buffer is held in a dtype CUDA indexes, while the state dict (what is saved, what the compression
+    report counts) still holds the compact stored dtypes."""
+    applied, _ = _apply(name, kind, tiny_tokenizer, data_dir, **WIDE_MAPS.get(name, {}))
+    model = applied.model.eval()
+    state = model.state_dict()
+    if name in ("asg", "ksub", "sg", "ade"):
+        assert torch.uint16 in {t.dtype for t in state.values()}, "the case must exercise a uint16 map"
+    model.to("meta")
+    held = _integer_buffers(model)
+    assert all(dtype in INDEXABLE_ON_CUDA for dtype in held.values()), {n: d for n, d in held.items() if d not in INDEXABLE_ON_CUDA}
+    moved = model.state_dict()
+    assert {k: v.dtype for k, v in moved.items()} == {k: v.dtype for k, v in state.items()}
+
+
+@pytest.mark.parametrize("name, kind", list(_cases()))
+def test_embedding_and_head_never_read_values_back_to_the_host(name, kind, tiny_tokenizer, data_dir):
+    """Issue 41: a scored forward stays on the run's device. On the meta device a tensor has no
+    values, so any .cpu(), .numpy(), .item(), .tolist() or int(tensor) in the adapter's input
+    embedding or output head raises: this runs both there, in inference as a suite scores."""
+    applied, base = _apply(name, kind, tiny_tokenizer, data_dir, **WIDE_MAPS.get(name, {}))
+    embedding, head = applied.model.get_input_embeddings(), applied.model.get_output_embeddings()
+    ids = torch.randint(0, VOCAB, (2, 5), device="meta")
+    with torch.inference_mode():
+        assert embedding.to("meta")(ids).shape == (2, 5, base.config.hidden_size)
+        if head is not None:
+            hidden = torch.empty(2, 5, base.config.hidden_size, device="meta")
+            assert head.to("meta")(hidden).shape[:2] == (2, 5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, kind", list(_cases()))
+def test_adapter_fits_runs_trains_and_recovers_on_cuda(name, kind, tiny_tokenizer, data_dir):
+    """The gpu tier: fitted with the run's device cuda, moved there as the runner moves it, the model
+    scores (inference), trains (a backward pass reaches its trainable parameters) and takes one
+    recovery step on CUDA, its tensors staying there."""
+    from harness.methods import recover
+
+    applied, teacher = _apply(name, kind, tiny_tokenizer, data_dir, device="cuda", **WIDE_MAPS.get(name, {}))
+    model = applied.model.to("cuda")
+    ids = torch.tensor(tiny_tokenizer(["the cat sat on the mat", "a dog ran"], padding=True)["input_ids"], device="cuda")
+    with torch.inference_mode():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    assert logits.is_cuda and torch.isfinite(logits).all()
+    model.train()
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    out.float().pow(2).mean().backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
+    assert grads and all(g.is_cuda and torch.isfinite(g).all() for g in grads)
+    model.zero_grad(set_to_none=True)
+    if ADAPTERS.get(name).recovery_refusal() is None:
+        texts = recover.fit_texts({c: corpora.load(c, data_dir).plain()[:20] for c in recover.CORPORA})
+        model, done = recover.recover(model.eval(), teacher.to("cuda"), tiny_tokenizer, kind, ADAPTERS.get(name).recovers, texts,
+                                      recover.recipe(1, False, recover.BUDGETS.smoke), 0)
+        assert done["steps"] == 1 and all(t.is_cuda for t in model.state_dict().values())
