@@ -57,13 +57,17 @@ def run(
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
-    """``"0,1,2"`` -> ``(0, 1, 2)``; anything else is a ConfigError."""
+    """``"0,1,2"`` -> ``(0, 1, 2)``; anything else (a seed out of range too) is a ConfigError, before any seed runs."""
+    from harness.runner.plan import check_seed
+
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise ConfigError(f"--seeds {text!r} is not a comma-separated list of integers; write e.g. --seeds 0,1,2") from None
     if not values or len(set(values)) != len(values):
         raise ConfigError(f"--seeds {text!r} needs distinct integers, e.g. --seeds 0,1,2")
+    for value in values:
+        check_seed(value, "--seeds")
     return values
 
 
