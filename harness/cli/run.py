@@ -41,7 +41,7 @@ def run(
     with user_errors(), RichProgress() as progress:
         for s in parse_seeds(seeds) if seeds is not None else (seed,):
             request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora)
-            runs.append(execute(request, store, progress))
+            runs.append(execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False)))
     for outcomes in runs:
         console.print(_scores_table(outcomes))
     console.print(_compression_table(runs[0]))

@@ -92,10 +92,25 @@ def recovery(request: RunRequest, adapter: Adapter, large: bool) -> dict[str, An
         if request.recover_lora:
             raise ConfigError("--recover-lora adds LoRA to recovery training; give the steps too, e.g. --recover 100")
         return None
+    if _undeclared_recovery(adapter):
+        raise ConfigError(
+            f"adapter '{adapter.name}' cannot take --recover yet: its class declares no `recovers`, the names of the tensors "
+            "in the embedding modules it builds that recovery may train (e.g. recovers = (\"codebooks\",)); declare them "
+            "(docs/plugins.md) or run it without --recover"
+        )
     refusal = adapter.recovery_refusal()
     if refusal:
         raise ConfigError(f"adapter '{adapter.name}' cannot take --recover: {refusal}; run it without --recover")
     return recover.recipe(request.recover, request.recover_lora, recover.BUDGETS.select(request.profile, large))
+
+
+def _undeclared_recovery(adapter: Adapter) -> bool:
+    """True for a method that could take recovery but does not say what to train: no ``recovers``, no
+    ``no_recovery`` reason, acting before fine-tuning. :meth:`Adapter.recovery_refusal` answers this case
+    "nothing of it was replaced", true only of the baseline ``none``; a plugin that replaced the table
+    and left ``recovers`` out needs the declaration, not that reason."""
+    return (adapter.name != "none" and not adapter.recovers and adapter.no_recovery is None
+            and adapter.stage == "before_finetune")
 
 
 def check_seed(seed: int, option: str = "--seed") -> None:

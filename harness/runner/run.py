@@ -1,6 +1,7 @@
 """The runner: baseline first, then the method, each reused when an identical finished run exists.
 
-    plan (validate everything, cheap; harness.runner.plan) -> prepare data once -> for baseline, method:
+    plan (validate everything, cheap; harness.runner.plan) -> with --recover, time a recovery step
+    (harness.runner.estimate: refused above its cap) -> prepare data once -> for baseline, method:
         reuse a finished identical run, or: record "running" -> pipeline (harness.runner.pipeline)
         -> %Base and the paired comparison with the baseline (harness.measure.compare) -> save
 
@@ -24,13 +25,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
 from harness.adapter import Adapter, ProgressFn, no_progress
 from harness.measure.compare import compare
 from harness.measure.metrics import pct_base
+from harness.runner import estimate
 from harness.runner.pipeline import Pipeline
 from harness.runner.plan import Plan, RunRequest, plan
 from harness.runner.provenance import git_sha, hardware, versions
@@ -84,10 +86,15 @@ class RunOutcome:
     stored: bool  # False when the DB was busy and only the JSON record was written
 
 
-def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progress) -> list[RunOutcome]:
-    """Run (or reuse) the baseline, then the requested method; returns both outcomes."""
+def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progress, say: Callable[[str], None] = lambda line: None) -> list[RunOutcome]:
+    """Run (or reuse) the baseline, then the requested method; returns both outcomes. ``say`` gets the
+    recovery estimate of a method run that will recover (:mod:`harness.runner.estimate`)."""
     p = plan(request)
     store.upgrade()  # an older schema is brought up to date before anything reads it
+    if p.spec.recipe.get("recovery") and (p.force or store.find_finished(p.spec) is None):
+        progress("time a recovery step", 0, 1)
+        say(estimate.recovery(p).line())
+        progress("time a recovery step", 1, 1)
     data = _LazyData(p)
     outcomes = [_ensure(p, p.spec.baseline(), ADAPTERS.get("none")(), None, data, store, progress)]
     if p.spec.adapter != "none":

@@ -112,7 +112,7 @@ CASES = [
     Case("data file in UTF-16", lambda e: [*RUN, "--adapter", "asg", "--data-dir", e.xnli(e.real_dev().decode().encode("utf-16"))], "not UTF-8"),
     Case("test file with 4 of 15 languages", lambda e: [*RUN, "--adapter", "asg", "--data-dir", e.xnli_test_languages(("ar", "bg", "de", "el"))],
          "xnli.test.tsv holds 4 of the 15 XNLI languages (found ar, bg, de, el; expected ar, bg, de, el, en,"),
-    # seeds, names close to known ones, output paths, the database path
+    # seeds, names close to known ones, output paths, the database path, recovery steps
     Case("negative seed", lambda e: [*RUN, "--adapter", "asg", "--seed", "-1"], "--seed -1 is out of range"),
     Case("negative seed in --seeds", lambda e: [*RUN, "--adapter", "asg", "--seeds", "0,-1"], "--seeds -1 is out of range"),
     Case("setting key in another case", lambda e: [*RUN, "--adapter", "asg", "--set", "K=3"], "did you mean 'k'?"),
@@ -120,6 +120,7 @@ CASES = [
     Case("results for a misspelt suite", lambda e: ["results", "--suite", "xnl"], "no suite 'xnl' among the runs in"),
     Case("export over an existing file", lambda e: ["export", "no-such-run", "--out", e.file("exists.txt")], "is an existing file"),
     Case("database path is a folder", lambda e: [*RUN, "--adapter", "asg", "--db", str(e.tmp)], "is a folder; pass a database file"),
+    Case("recovery steps above the cap", lambda e: [*RUN, "--adapter", "asg", "--recover", "100000000"], "above the 12 h cap"),
     # sweep files and options
     Case("sweep file missing", lambda e: ["sweep", str(e.tmp / "none.yaml")], "cannot read sweep file"),
     Case("sweep file not YAML", lambda e: ["sweep", e.sweep_file("suites: [xnli\nadapters: {")], "is not valid YAML"),
