@@ -2,8 +2,10 @@
 
     plan (validate everything, cheap; harness.runner.plan) -> with --recover, time a recovery step
     (harness.runner.estimate: refused above its cap) -> prepare data once -> for baseline, method:
-        reuse a finished identical run, or: record "running" -> pipeline (harness.runner.pipeline)
-        -> %Base and the paired comparison with the baseline (harness.measure.compare) -> save
+        take the run's lock (harness.results.liveness.RunLock: a process that needs the same run, such
+        as a shared new baseline, waits for it) -> reuse a finished identical run, or: record "running"
+        -> pipeline (harness.runner.pipeline) -> %Base and the paired comparison with the baseline
+        (harness.measure.compare) -> save
 
 A reused baseline's per-item outputs come from the store, so a method run compares item by item
 with a baseline run earlier; the baseline is compared with itself (its "above chance" flag).
@@ -39,7 +41,7 @@ from harness.runner.provenance import git_sha, hardware, versions
 from harness.registry import ADAPTERS
 from harness.errors import StoreError
 from harness.results.journal import Journal
-from harness.results.liveness import Lease
+from harness.results.liveness import Lease, RunLock
 from harness.results.records import Comparison, ItemOutputs, Provenance, RunRecord, RunSpec, Score
 from harness.results.store import Store
 from harness.suite import SuiteData
@@ -115,12 +117,25 @@ class _LazyData:
 
 
 def _ensure(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None, data: _LazyData, store: Store, progress: ProgressFn) -> RunOutcome:
+    """Reuse the finished run of ``spec`` or make it, under its :class:`RunLock`: a concurrent process
+    that needs the same run (a shared new baseline) waits for this one and then reuses it."""
     forced = p.force and spec == p.spec
-    if not forced:
-        done = store.find_finished(spec)
-        if done is not None:
-            return RunOutcome(done, reused=True, stored=True)
-    return run_one(p, spec, adapter, baseline, data.get(), store, progress)
+    what = f"{spec.adapter} on {spec.suite} ({spec.model}, {spec.profile}, seed {spec.seed})"
+    waited = ""
+
+    def waiting(holder: dict) -> None:
+        nonlocal waited
+        waited = f"waiting for process {holder.get('pid', '?')}, which is making the run of {what}"
+        progress(waited, 0, 1)
+
+    with RunLock(store.records_dir, spec.config_hash).acquire({"run": what}, waiting):
+        if waited:
+            progress(waited, 1, 1)
+        if not forced:
+            done = store.find_finished(spec)
+            if done is not None:
+                return RunOutcome(done, reused=True, stored=True)
+        return run_one(p, spec, adapter, baseline, data.get(), store, progress)
 
 
 def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | None) -> RunRecord:
