@@ -114,6 +114,26 @@ def test_two_runs_and_a_reader_on_one_database_lose_no_row(tmp_path):
     assert len(Store(db).query("SELECT * FROM scores")) > 0
 
 
+def test_run_lock_waits_for_its_holder_and_is_taken_when_the_holder_dies(tmp_path):
+    """liveness.RunLock: a second process waits, told who holds the lock; a SIGKILL of the holder frees it."""
+    code = ("import sys, time; from harness.results.liveness import RunLock\n"
+            "RunLock(sys.argv[1], 'h').acquire({'run': 'the baseline'}, print); print('held', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    seen = []
+
+    def waiting(who: dict) -> None:
+        seen.append(who)
+        if len(seen) == 3:
+            holder.kill()
+
+    with liveness.RunLock(tmp_path, "h", poll_s=0.05).acquire({"run": "the method"}, waiting) as lock:
+        assert seen[0] == {"run": "the baseline", "pid": holder.pid, "host": socket.gethostname()}
+        assert json.loads(lock.path.read_text())["pid"] == os.getpid()
+    holder.wait()
+    assert not (tmp_path / "h.lock").exists()  # released: removed
+
+
 def _method(db: Path, adapter: str) -> subprocess.Popen:
     """A smoke `harness run` of ``adapter`` on XNLI with MiniLM (seed 0: a new baseline in a new database)."""
     args = [HARNESS, "run", "--suite", "xnli", "--adapter", adapter, "--model", "minilm", "--profile", "smoke",

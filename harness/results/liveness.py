@@ -136,9 +136,12 @@ class RunLock:
                 time.sleep(self.poll_s)
                 continue
             if self._same_file(fd):
-                os.ftruncate(fd, 0)
-                os.write(fd, json.dumps({**holder, "pid": os.getpid(), "host": socket.gethostname()}).encode())
                 self._fd = fd
+                try:  # who holds it, for the waiters' message; a full disk only leaves it unsaid
+                    os.ftruncate(fd, 0)
+                    os.write(fd, json.dumps({**holder, "pid": os.getpid(), "host": socket.gethostname()}).encode())
+                except OSError:
+                    pass
                 return self
             os.close(fd)  # the previous holder removed the file we locked: lock the current one
 
