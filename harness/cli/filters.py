@@ -26,7 +26,8 @@ def check(store: Store, suite: str | None, adapter: str | None, model: str | Non
         names = [n for n in stored.name if n is not None]
         if value not in names and value not in installed:
             raise ConfigError(
-                f"no {column} '{value}' among the runs in {store.path} or installed; {did_you_mean(value, [*names, *installed])}"
+                f"no {column} '{value}' among the runs in {store.path} or {'packaged' if column == 'model' else 'installed'}; "
+                f"{did_you_mean(value, [*names, *installed])}"
                 f"{column}s with runs: {', '.join(sorted(names)) or 'none'}"
             )
         if value in names and column != "model" and value not in installed:
