@@ -47,6 +47,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--adapter", action="append", default=[], metavar="NAME",
+        help="tests/test_conformance.py: check this installed adapter (repeatable; plugins included) instead of the built-in ones",
+    )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def fit_cache(tmp_path_factory) -> Path:
     """The session's fit cache folder, one for all its workers (set before any session fixture runs a fit)."""

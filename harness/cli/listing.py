@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.common import DbOption, console, user_errors
+from harness.cli.common import DbOption, console, no_runs_yet, user_errors
 from harness.errors import PluginError
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint, is_stale
@@ -73,7 +73,7 @@ def list_models() -> None:
 @list_app.command("runs")
 def list_runs(db: DbOption = None, limit: Annotated[int, typer.Option(help="Newest N runs.")] = 50) -> None:
     """Stored runs, newest first, with status (running, finished, failed; stale: made by other code)."""
-    with user_errors():
+    with user_errors(), no_runs_yet():
         frame = runs_frame(Store(db), limit)
     table = Table(*frame.columns)
     for row in frame.itertuples(index=False):
