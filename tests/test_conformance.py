@@ -258,7 +258,6 @@ def _integer_buffers(model: torch.nn.Module) -> dict[str, torch.dtype]:
     return {name: b.dtype for name, b in model.named_buffers() if not b.is_floating_point() and b.dtype != torch.bool}
 
 
-@pytest.mark.parametrize("name, kind", list(_cases()))
 def test_index_maps_are_compact_when_stored_and_indexable_off_the_cpu(name, kind, tiny_tokenizer, data_dir):
     """Issue 41: torch's CUDA kernels cannot index uint16 maps. Moved off the CPU (the meta device
     stands in for CUDA: harness.methods.index_maps widens on any device but the CPU), every integer
@@ -276,7 +275,6 @@ def test_index_maps_are_compact_when_stored_and_indexable_off_the_cpu(name, kind
     assert {k: v.dtype for k, v in moved.items()} == {k: v.dtype for k, v in state.items()}
 
 
-@pytest.mark.parametrize("name, kind", list(_cases()))
 def test_embedding_and_head_never_read_values_back_to_the_host(name, kind, tiny_tokenizer, data_dir):
     """Issue 41: a scored forward stays on the run's device. On the meta device a tensor has no
     values, so any .cpu(), .numpy(), .item(), .tolist() or int(tensor) in the adapter's input
@@ -292,7 +290,6 @@ def test_embedding_and_head_never_read_values_back_to_the_host(name, kind, tiny_
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name, kind", list(_cases()))
 def test_adapter_fits_runs_trains_and_recovers_on_cuda(name, kind, tiny_tokenizer, data_dir):
     """The gpu tier: fitted with the run's device cuda, moved there as the runner moves it, the model
     scores (inference), trains (a backward pass reaches its trainable parameters) and takes one
