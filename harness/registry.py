@@ -8,14 +8,13 @@ another name than its entry-point key is reported in one line naming its package
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from harness.errors import PluginError, UnknownNameError
+from harness.errors import PluginError, UnknownNameError, did_you_mean
 
 if TYPE_CHECKING:
     from harness.adapter import Adapter
@@ -60,9 +59,7 @@ class Registry(Generic[T]):
         if name in self._loaded:
             return self._loaded[name]
         if name not in self._entries:
-            near = difflib.get_close_matches(name, self.names(), n=1)
-            hint = f"did you mean '{near[0]}'? " if near else ""
-            raise UnknownNameError(f"unknown {self.noun} '{name}'; {hint}available: {', '.join(self.names())}")
+            raise UnknownNameError(f"unknown {self.noun} '{name}'; {did_you_mean(name, self.names())}available: {', '.join(self.names())}")
         entry, origin = self._entries[name], self.origin(name)
         where = f"{self.noun} '{name}' from package {origin.package} {origin.version} ({entry.value})"
         try:

@@ -9,6 +9,10 @@ cache off sets ``HARNESS_FIT_CACHE=off`` itself; one that counts entries points 
 
 ``make test`` runs one xdist worker per core (pyproject's addopts); each worker, and the commands it
 starts, then uses one torch/OpenMP thread, so the workers do not oversubscribe the cores.
+
+The ``gpu`` tier (tests marked ``gpu``: ``pytest -m gpu``) needs a CUDA device and is skipped, with
+one line saying why, where torch sees none; CI never requires it. Without a GPU the Triton kernels
+are tested on CPU tensors through Triton's interpreter, switched on here before Triton is imported.
 """
 
 from __future__ import annotations
@@ -25,6 +29,29 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HARNESS_DATA_DIR", str(REPO.parent / "shared" / "data"))
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # read by torch and faiss here and in the commands a test starts
+
+import torch  # noqa: E402  (after OMP_NUM_THREADS: OpenMP reads it when torch loads it)
+
+CUDA = torch.cuda.is_available()
+if not CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when a kernel is defined: the kernels then run on CPU tensors
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the ``gpu`` tier where torch sees no CUDA device."""
+    if CUDA:
+        return
+    skip = pytest.mark.skip(reason="gpu tier: torch sees no CUDA device (run `pytest -m gpu` on a GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--adapter", action="append", default=[], metavar="NAME",
+        help="tests/test_conformance.py: check this installed adapter (repeatable; plugins included) instead of the built-in ones",
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

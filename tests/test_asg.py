@@ -180,3 +180,41 @@ def test_default_k_is_the_one_fitted_and_recorded(tiny_decoder):
     assert concepts.k == 2 and concepts.codebooks.shape == (8 * 2, 8)
     assert applied.details["k"] == 2 and applied.details["k_rule"].startswith("paper 000")
     assert applied.report.emb_param_fraction == pytest.approx(2 / 512)
+
+
+def test_concept_ids_widen_once_when_moved_off_the_cpu_and_save_compact(tiny_decoder):
+    """Issue 41: CUDA cannot index a uint16 ConceptID map. held_dtype decides per device type (int32
+    off the CPU); moving the model applies it once to the map and to the head's (m, V) codes; the
+    state dict keeps uint16 and gives the tied head's name the same tensor (saved and counted once);
+    moving back to the CPU narrows again."""
+    from harness.methods.index_maps import held_dtype
+
+    assert held_dtype(torch.uint16, torch.device("cuda")) == torch.int32
+    assert held_dtype(torch.uint16, "cpu") == torch.uint16 and held_dtype(torch.uint8, "cuda") == torch.uint8
+    assert held_dtype(torch.int32, "cuda") == torch.int32
+    model = AsgAdapter(AsgConfig(k=300, m=8)).apply(tiny_decoder, FitContext(seed=0)).model
+    concepts, head = model.get_input_embeddings(), model.get_output_embeddings()
+    assert concepts.concept_ids.dtype == head.codes.dtype == torch.uint16
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    model.to("meta")  # any device but the CPU: what .to("cuda") does, without a GPU
+    assert concepts.concept_ids.dtype == head.codes.dtype == torch.int32
+    state = model.state_dict()
+    assert state["model.embed_tokens.concept_ids"].dtype == torch.uint16
+    assert state["model.embed_tokens.concept_ids"] is state["lm_head.concepts.concept_ids"]
+    model.to_empty(device="cpu").load_state_dict(before)
+    assert concepts.concept_ids.dtype == head.codes.dtype == torch.uint16
+    assert torch.equal(concepts.concept_ids, before["model.embed_tokens.concept_ids"])
+
+
+def test_reference_rows_are_made_once_per_device(tiny_decoder):
+    """The embedding_bag index (V, m) of i*k + s_i is cached, not rebuilt on every call (issue 43)."""
+    model = AsgAdapter(AsgConfig(k=16, m=8)).apply(tiny_decoder, FitContext(seed=0)).model
+    head = model.get_output_embeddings()
+    rows = head.table_rows()
+    assert rows is head.table_rows() and rows.dtype == torch.int32
+    assert torch.equal(rows.long(), head.concepts.concept_ids.long() + 16 * torch.arange(8))
+    hidden = torch.randn(3, 64, requires_grad=True)
+    head(hidden).sum().backward()  # the training path reads the cache
+    assert head.table_rows() is rows
+    model.to("meta")
+    assert head.table_rows() is not rows and head.table_rows().device.type == "meta"

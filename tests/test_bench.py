@@ -24,8 +24,11 @@ def test_bench_smoke_writes_rows_and_markdown(tmp_path):
         assert r["met"] == (None if r["target"] is None else r["ratio"] >= r["target"]), r  # the target verdict follows the ratio
         verdict = "" if r["target"] is None else f"{r['target']:g}x {'met' if r['met'] else 'NOT met'}"
         assert f"| {r['ratio']:.2f}x ({r['low']:.2f}-{r['high']:.2f}) | {verdict} |" in result.stdout  # JSON and table agree
-    asg = [r for r in heads if r["case"].startswith("asg k=16 m=8")]
+    asg = [r for r in heads if r["case"].startswith("asg k=16 m=8 @")]
     assert [r["target"] for r in asg] == [10.0, 5.0]
+    assert [r["case"] for r in heads if "reference" in r["case"]] == [f"asg k=16 m=8 reference @ tiny (V=512, D=64), batch {n}" for n in (1, 32)]
+    assert all(" of the copy bandwidth" in r["note"] for r in heads)  # bytes per call set against this machine's copy rate
+    assert "ASG: fused C++ kernel" in [r for r in rows if r["section"] == "decode"][0]["note"]
     assert report["environment"]["torch_threads"] >= 1 and report["environment"]["cpu"]
     assert "| head | asg k=16 m=8 @ tiny (V=512, D=64), batch 1 |" in result.stdout
 

@@ -4,7 +4,10 @@ Each adapter in the ``harness.adapters`` entry-point group is applied, with the 
 runner would give it at the smoke profile (its declared fit corpora read from the data directory,
 the teacher when it asks for one, its smoke budget), to a 2-layer encoder with a classification head
 and to a 2-layer decoder with a tied head, both over a 1,000-token byte-level BPE vocabulary trained
-here. A new adapter gets these checks by registering.
+here. Every built-in adapter is checked; any installed adapter, a plugin's included, is checked by
+naming it (docs/plugins.md)::
+
+    python -m pytest -n 0 tests/test_conformance.py --adapter NAME
 """
 
 from __future__ import annotations
@@ -60,30 +63,48 @@ def tiny_model(kind: str) -> torch.nn.Module:
     return LlamaForCausalLM(config).eval()
 
 
-def _cases():
-    for name in ADAPTERS.names():
-        cls = ADAPTERS.get(name)
-        if cls.__module__.startswith("harness."):  # built-in adapters; plugins are tested by their packages
-            for kind in KINDS:
-                if kind in cls.kinds:
-                    yield pytest.param(name, kind, id=f"{name}-{kind}")
+def _selected(config: pytest.Config) -> list[str]:
+    """The adapters checked: those named with ``--adapter NAME`` (any installed one, plugins included),
+    else every built-in adapter (a plugin installed beside the harness is checked when named)."""
+    named = config.getoption("adapter")
+    for name in named:
+        ADAPTERS.get(name)  # an unknown name: one line with the closest installed one
+    return named or [n for n in ADAPTERS.names() if ADAPTERS.get(n).__module__.startswith("harness.")]
+
+
+def _cases(names: list[str]):
+    for name in names:
+        for kind in KINDS:
+            if kind in ADAPTERS.get(name).kinds:
+                yield pytest.param(name, kind, id=f"{name}-{kind}")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test taking ``name, kind`` runs per selected adapter and model kind it supports; ``name`` alone, per adapter."""
+    names = _selected(metafunc.config)
+    if {"name", "kind"} <= set(metafunc.fixturenames):
+        metafunc.parametrize("name, kind", list(_cases(names)))
+    elif "name" in metafunc.fixturenames:
+        metafunc.parametrize("name", names)
 
 
 def _small_config(cls, settings: dict[str, str] | None = None):
     """The adapter's defaults, shrunk where a default does not fit a 48-wide, 1,000-token table (and ``settings``)."""
     fields = config_fields(cls.config_class)
-    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "200", "anchors": "32", "layers": "1", **(settings or {})}
+    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "100", "anchors": "32", "layers": "1", **(settings or {})}
     return build_config(cls.config_class, {k: v for k, v in small.items() if k in fields}, cls.name)
 
 
-def _apply(name: str, kind: str, tokenizer, data_dir: Path, seed: int = 0, **settings: str):
+def _apply(name: str, kind: str, tokenizer, data_dir: Path, seed: int = 0, device: str = "cpu", **settings: str):
+    """The adapter applied as the runner applies it: to a model on the CPU, with ``device`` the run's
+    (the caller moves the model there afterwards, as the runner does)."""
     cls = ADAPTERS.get(name)
     adapter = cls(_small_config(cls, settings))
     model = tiny_model(kind)
     adapter.check(VOCAB, model.config.hidden_size)
     set_seed(seed)  # the runner seeds every library before a model is built and fitted
     fit = FitContext(
-        profile="smoke", seed=seed, device="cpu", workdir=None, tokenizer=tokenizer,
+        profile="smoke", seed=seed, device=device, workdir=None, tokenizer=tokenizer,
         corpora={c: _corpus(c, data_dir) for c in adapter.corpora()},
         budget=cls.budgets.smoke if cls.budgets else None,
         teacher=copy.deepcopy(model).requires_grad_(False) if cls.needs_teacher else None,
@@ -102,7 +123,6 @@ def _unique(tensors) -> dict[int, torch.Tensor]:
     return {t.data_ptr(): t for t in tensors}
 
 
-@pytest.mark.parametrize("name, kind", list(_cases()))
 def test_adapter_conformance(name, kind, tiny_tokenizer, data_dir):
     applied, base = _apply(name, kind, tiny_tokenizer, data_dir)
     model, report = applied.model, applied.report
@@ -135,7 +155,6 @@ def test_adapter_conformance(name, kind, tiny_tokenizer, data_dir):
     assert report.total_params_after == total or any(hasattr(m, "stored_values") for m in model.modules())
 
 
-@pytest.mark.parametrize("name, kind", list(_cases()))
 def test_same_seed_same_tables(name, kind, tiny_tokenizer, data_dir):
     first, _ = _apply(name, kind, tiny_tokenizer, data_dir, seed=3)
     again, _ = _apply(name, kind, tiny_tokenizer, data_dir, seed=3)
@@ -144,7 +163,6 @@ def test_same_seed_same_tables(name, kind, tiny_tokenizer, data_dir):
     assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:5]
 
 
-@pytest.mark.parametrize("name", ADAPTERS.names())
 def test_bad_settings_are_config_errors_before_any_work(name):
     """Every numeric setting refuses -1 when the config is built (no model is touched)."""
     cls = ADAPTERS.get(name)
@@ -156,13 +174,11 @@ def test_bad_settings_are_config_errors_before_any_work(name):
         build_config(cls.config_class, {"no_such_setting": "1"}, name)
 
 
-def test_every_built_in_adapter_is_covered():
-    covered = {p.values[0] for p in _cases()}
-    built_in = {n for n in ADAPTERS.names() if ADAPTERS.get(n).__module__.startswith("harness.")}
-    assert covered == built_in  # every built-in adapter supports at least one model kind
+def test_every_selected_adapter_is_covered(request):
+    selected = _selected(request.config)
+    assert {p.values[0] for p in _cases(selected)} == set(selected)  # each supports at least one model kind
 
 
-@pytest.mark.parametrize("name, kind", list(_cases()))
 def test_saved_model_rebuilds_identically(name, kind, tiny_tokenizer, data_dir, tmp_path):
     """harness.runner.saved: save -> load rebuilds the adapter's modules from its registered class and the
     saved config (no refit): same module classes per path, same tensors, same outputs, same tokenizer."""
@@ -194,22 +210,26 @@ NOT_RECOVERABLE = {"vocabdiet": "distills", "ade": "", "multisense": "after the 
                    "skd": "after the suite's fine-tuning", "none": "no tensors"}
 
 
-@pytest.mark.parametrize("name, kind", list(_cases()))
 def test_recovery_trains_only_the_declared_tensors_and_lowers_the_loss(name, kind, tiny_tokenizer, data_dir):
     """Recovery training (harness.methods.recover), smoke budget: a few steps toward the unchanged model
     lower the loss on fixed blocks, change only the tensors the adapter names in ``recovers``, and
     leave every ``requires_grad`` as it was; an adapter that cannot take it says why."""
     from harness.methods import recover
 
-    refusal = ADAPTERS.get(name).recovery_refusal()
+    cls = ADAPTERS.get(name)
+    refusal = cls.recovery_refusal()
     if name in NOT_RECOVERABLE:
         assert refusal and NOT_RECOVERABLE[name] in refusal
         return
+    if cls.no_recovery is not None or cls.stage == "after_finetune":  # a plugin that says why it cannot
+        assert refusal
+        return
+    assert cls.recovers, f"adapter '{name}' declares neither `recovers` (the tensors recovery trains) nor `no_recovery` (why it cannot)"
     assert refusal is None
     # int4: an int8 table of a 48-wide random model is within float noise of the teacher already
     applied, teacher = _apply(name, kind, tiny_tokenizer, data_dir, **({"bits": "4"} if name == "quant" else {}))
     model = applied.model
-    declared = recover.recoverable(model, ADAPTERS.get(name).recovers)
+    declared = recover.recoverable(model, cls.recovers)
     assert declared
     before = {k: v.clone() for k, v in model.state_dict().items()}
     trains = {n: p.requires_grad for n, p in model.named_parameters()}
@@ -219,10 +239,77 @@ def test_recovery_trains_only_the_declared_tensors_and_lowers_the_loss(name, kin
     with torch.no_grad():
         start = float(loss(held))
     settings = recover.recipe(6, False, recover.BUDGETS.smoke)
-    model, done = recover.recover(model, teacher, tiny_tokenizer, kind, ADAPTERS.get(name).recovers, texts[:50], settings, 0)
+    model, done = recover.recover(model, teacher, tiny_tokenizer, kind, cls.recovers, texts[:50], settings, 0)
     with torch.no_grad():
         assert float(loss(held)) < start
     changed = {v.data_ptr() for k, v in model.state_dict().items() if not torch.equal(v, before[k])}  # a tied head's names too
     assert changed and changed <= {t.data_ptr() for t in declared.values()}
     assert {n: p.requires_grad for n, p in model.named_parameters()} == trains
     assert done["steps"] == 6 and len(done["loss"]) == 2 and done["trained"] == sorted(declared)
+
+
+# settings that give each adapter with an index map more than 256 entries per map, so that it is
+# stored as uint16 (sg's default 40% of 1,000 tokens is 400 groups already)
+WIDE_MAPS = {"asg": {"k": "300"}, "ksub": {"M": "300"}, "ade": {"K": "300"}}
+INDEXABLE_ON_CUDA = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _integer_buffers(model: torch.nn.Module) -> dict[str, torch.dtype]:
+    return {name: b.dtype for name, b in model.named_buffers() if not b.is_floating_point() and b.dtype != torch.bool}
+
+
+def test_index_maps_are_compact_when_stored_and_indexable_off_the_cpu(name, kind, tiny_tokenizer, data_dir):
+    """Issue 41: torch's CUDA kernels cannot index uint16 maps. Moved off the CPU (the meta device
+    stands in for CUDA: harness.methods.index_maps widens on any device but the CPU), every integer
+    buffer is held in a dtype CUDA indexes, while the state dict (what is saved, what the compression
+    report counts) still holds the compact stored dtypes."""
+    applied, _ = _apply(name, kind, tiny_tokenizer, data_dir, **WIDE_MAPS.get(name, {}))
+    model = applied.model.eval()
+    state = model.state_dict()
+    if name in ("asg", "ksub", "sg", "ade"):
+        assert torch.uint16 in {t.dtype for t in state.values()}, "the case must exercise a uint16 map"
+    model.to("meta")
+    held = _integer_buffers(model)
+    assert all(dtype in INDEXABLE_ON_CUDA for dtype in held.values()), {n: d for n, d in held.items() if d not in INDEXABLE_ON_CUDA}
+    moved = model.state_dict()
+    assert {k: v.dtype for k, v in moved.items()} == {k: v.dtype for k, v in state.items()}
+
+
+def test_embedding_and_head_never_read_values_back_to_the_host(name, kind, tiny_tokenizer, data_dir):
+    """Issue 41: a scored forward stays on the run's device. On the meta device a tensor has no
+    values, so any .cpu(), .numpy(), .item(), .tolist() or int(tensor) in the adapter's input
+    embedding or output head raises: this runs both there, in inference as a suite scores."""
+    applied, base = _apply(name, kind, tiny_tokenizer, data_dir, **WIDE_MAPS.get(name, {}))
+    embedding, head = applied.model.get_input_embeddings(), applied.model.get_output_embeddings()
+    ids = torch.randint(0, VOCAB, (2, 5), device="meta")
+    with torch.inference_mode():
+        assert embedding.to("meta")(ids).shape == (2, 5, base.config.hidden_size)
+        if head is not None:
+            hidden = torch.empty(2, 5, base.config.hidden_size, device="meta")
+            assert head.to("meta")(hidden).shape[:2] == (2, 5)
+
+
+@pytest.mark.gpu
+def test_adapter_fits_runs_trains_and_recovers_on_cuda(name, kind, tiny_tokenizer, data_dir):
+    """The gpu tier: fitted with the run's device cuda, moved there as the runner moves it, the model
+    scores (inference), trains (a backward pass reaches its trainable parameters) and takes one
+    recovery step on CUDA, its tensors staying there."""
+    from harness.methods import recover
+
+    applied, teacher = _apply(name, kind, tiny_tokenizer, data_dir, device="cuda", **WIDE_MAPS.get(name, {}))
+    model = applied.model.to("cuda")
+    ids = torch.tensor(tiny_tokenizer(["the cat sat on the mat", "a dog ran"], padding=True)["input_ids"], device="cuda")
+    with torch.inference_mode():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    assert logits.is_cuda and torch.isfinite(logits).all()
+    model.train()
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    out.float().pow(2).mean().backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
+    assert grads and all(g.is_cuda and torch.isfinite(g).all() for g in grads)
+    model.zero_grad(set_to_none=True)
+    if ADAPTERS.get(name).recovery_refusal() is None:
+        texts = recover.fit_texts({c: corpora.load(c, data_dir).plain()[:20] for c in recover.CORPORA})
+        model, done = recover.recover(model.eval(), teacher.to("cuda"), tiny_tokenizer, kind, ADAPTERS.get(name).recovers, texts,
+                                      recover.recipe(1, False, recover.BUDGETS.smoke), 0)
+        assert done["steps"] == 1 and all(t.is_cuda for t in model.state_dict().values())

@@ -1,15 +1,18 @@
 """Crash safety with real processes and signals: leases tell a dead run from a live one (a reused pid
-included), a run killed with SIGKILL is marked failed by the next writer, and two runs writing one
-database while a reader holds it open lose no row."""
+included), a run killed with SIGKILL is marked failed by the next writer, two runs writing one
+database while a reader holds it open lose no row, and two runs that need one new baseline make it
+once (the second waits for the first, and takes over when the first is killed)."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -109,3 +112,82 @@ def test_two_runs_and_a_reader_on_one_database_lose_no_row(tmp_path):
     assert frame.to_dict("records") == [{"seed": 5, "status": "finished"}, {"seed": 6, "status": "finished"}]
     assert Journal(db.with_name("r.records")).pending() == []
     assert len(Store(db).query("SELECT * FROM scores")) > 0
+
+
+def test_run_lock_waits_for_its_holder_and_is_taken_when_the_holder_dies(tmp_path):
+    """liveness.RunLock: a second process waits, told who holds the lock; a SIGKILL of the holder frees it."""
+    code = ("import sys, time; from harness.results.liveness import RunLock\n"
+            "RunLock(sys.argv[1], 'h').acquire({'run': 'the baseline'}, print); print('held', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    seen = []
+
+    def waiting(who: dict) -> None:
+        seen.append(who)
+        if len(seen) == 3:
+            holder.kill()
+
+    with liveness.RunLock(tmp_path, "h", poll_s=0.05).acquire({"run": "the method"}, waiting) as lock:
+        assert seen[0] == {"run": "the baseline", "pid": holder.pid, "host": socket.gethostname()}
+        assert json.loads(lock.path.read_text())["pid"] == os.getpid()
+    holder.wait()
+    assert not (tmp_path / "h.lock").exists()  # released: removed
+
+
+def _method(db: Path, adapter: str) -> subprocess.Popen:
+    """A smoke `harness run` of ``adapter`` on XNLI with MiniLM (seed 0: a new baseline in a new database)."""
+    args = [HARNESS, "run", "--suite", "xnli", "--adapter", adapter, "--model", "minilm", "--profile", "smoke",
+            "--device", "cpu", "--db", str(db)]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _runs(db: Path):
+    Store(db).ingest()  # the next writer's view: dead runs marked failed
+    return Store(db).query("SELECT run_id, adapter, status, error, baseline_run_id FROM runs ORDER BY started_at")
+
+
+def test_two_methods_that_need_one_new_baseline_make_it_once(tmp_path):
+    """Two `harness run` of different methods started at once, both needing the same new baseline: one
+    baseline run, and both methods paired with it."""
+    db = tmp_path / "r.duckdb"
+    procs = [_method(db, adapter) for adapter in ("quant", "lowrank")]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    runs = _runs(db)
+    (baseline,) = runs[runs.adapter == "none"].itertuples()
+    methods = runs[runs.adapter != "none"]
+    assert baseline.status == "finished" and sorted(methods.adapter) == ["lowrank", "quant"]
+    assert list(methods.status) == ["finished", "finished"] and set(methods.baseline_run_id) == {baseline.run_id}
+
+
+def _lines(proc: subprocess.Popen, into: queue.Queue) -> None:
+    for line in proc.stderr:
+        into.put((proc.pid, line))
+
+
+def test_a_run_waiting_for_a_baseline_takes_over_when_its_maker_is_killed(tmp_path):
+    """Two runs need one new baseline; the one that makes it is killed (SIGKILL) while the other waits:
+    the waiting run makes the baseline itself and pairs with it, the killed one's reads as failed."""
+    db = tmp_path / "r.duckdb"
+    procs = {p.pid: p for p in (_method(db, "quant"), _method(db, "lowrank"))}
+    lines: queue.Queue = queue.Queue()
+    for p in procs.values():
+        threading.Thread(target=_lines, args=(p, lines), daemon=True).start()
+    deadline = time.monotonic() + 300
+    while True:  # until one of them says it waits for the other
+        pid, line = lines.get(timeout=max(1.0, deadline - time.monotonic()))
+        if line.startswith("waiting for process"):
+            break
+    waiter, maker = procs[pid], procs[int(line.split()[3].rstrip(","))]
+    assert maker is not waiter and "making the run of none on xnli (minilm, smoke, seed 0)" in line
+    _wait_for(lambda: list(db.with_name("r.records").glob("*.lease")))  # the maker's baseline is recorded running
+    os.killpg(maker.pid, signal.SIGKILL)
+    maker.wait(timeout=30)
+    assert waiter.wait(timeout=600) == 0, waiter.stdout.read()
+    runs = _runs(db)
+    baselines = runs[runs.adapter == "none"]
+    assert list(baselines.status) == ["failed", "finished"]  # the killed maker's, then the waiter's own
+    assert baselines.error.iloc[0] == "process died before the run finished"
+    (method,) = runs[runs.adapter != "none"].itertuples()
+    assert method.status == "finished" and method.baseline_run_id == baselines.run_id.iloc[1]
+    assert not list(db.with_name("r.records").glob("*.lock"))  # the waiter released its locks

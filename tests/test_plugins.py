@@ -54,6 +54,20 @@ def test_example_plugin_runs_through_the_cli(plugin_path, smoke_db, tmp_path):
     assert package == "harness-frequent-table"
     assert "wikitext2/train.txt" in fit_data                      # the corpus is part of the run's identity
     assert fraction == pytest.approx(2001 / 30522)               # kept rows + the shared one
+    # the plugin uninstalled (no PYTHONPATH): its run is stale, and a query for it says why
+    gone = subprocess.run([HARNESS, "results", "--adapter", "frequent", "--db", str(db)], capture_output=True, text=True, timeout=300)
+    assert gone.returncode == 0 and gone.stdout.startswith("0 result rows"), gone.stderr
+    assert gone.stderr.strip() == (
+        f"note: the finished run of adapter 'frequent' in {db} is stale: its code is no longer installed "
+        "(package harness-frequent-table 0.1.0); install the same code again to read it as current, or add --include-stale to see it"
+    )
+
+
+def test_the_docs_give_the_whole_example_plugin():
+    """docs/plugins.md shows the example's adapter module and pyproject.toml as they are, imports and all."""
+    docs = (PLUGINS.parent.parent / "docs" / "plugins.md").read_text(encoding="utf-8")
+    for path in ("src/frequent_table/adapter.py", "pyproject.toml"):
+        assert (PLUGINS / "frequent_table" / path).read_text(encoding="utf-8") in docs, path
 
 
 @pytest.mark.parametrize("name, fragment", [

@@ -74,6 +74,34 @@ def test_adapters_that_cannot_recover_are_refused_with_their_reason(decoder, ada
         plan(RunRequest("bpb", adapter, str(decoder), "smoke", device="cpu", recover=2))
 
 
+def test_a_method_that_declares_no_recovers_is_told_to_declare_it(decoder):
+    """A plugin that replaced the table but left out ``recovers`` is refused for that reason, not with
+    "nothing of it was replaced" (true of the baseline only)."""
+    from harness.adapters.asg import AsgAdapter
+    from harness.runner.plan import recovery
+
+    class Undeclared(AsgAdapter):  # replaces the table as ASG does, says nothing of what recovery may train
+        name = "undeclared"
+        recovers = ()
+
+    with pytest.raises(ConfigError, match="adapter 'undeclared' cannot take --recover yet: its class declares no `recovers`") as err:
+        recovery(_request(decoder, 5), Undeclared(), False)
+    assert "nothing of it was replaced" not in str(err.value)
+
+
+def test_recovery_is_estimated_from_a_measured_step_and_capped(decoder):
+    """The estimate is the steps times a step timed on the planned model; above the cap only --force runs it."""
+    from harness.runner import estimate
+
+    found = estimate.recovery(plan(_request(decoder, 40)))
+    assert found.steps == 40 and 0 < found.step_s < 60 and found.seconds == 40 * found.step_s
+    assert found.line().startswith("recovery: 40 steps x ") and "measured now on cpu" in found.line()
+    steps = int(estimate.CAP_S / found.step_s) * 10  # ten times the cap at this step time
+    with pytest.raises(ConfigError, match=r"above the 12 h cap for a run: give fewer steps, or --force"):
+        estimate.recovery(plan(_request(decoder, steps)))
+    assert estimate.recovery(plan(_request(decoder, steps, force=True))).seconds > estimate.CAP_S
+
+
 def test_after_finetune_adapters_get_a_generic_reason():
     assert "after the suite's fine-tuning" in ADAPTERS.get("multisense").recovery_refusal()
 
@@ -100,9 +128,10 @@ def test_sweep_grid_sweeps_recovery_steps(decoder):
 def test_recovered_run_end_to_end_and_from_the_fit_cache(decoder, tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_FIT_CACHE", str(tmp_path / "fits"))
     store = Store(tmp_path / "results.duckdb")
-    lines = []
-    first = execute(_request(decoder, 3), store, lambda label, done, total: lines.append((label, done, total)))[-1].record
+    lines, said = [], []
+    first = execute(_request(decoder, 3), store, lambda label, done, total: lines.append((label, done, total)), said.append)[-1].record
     assert ("asg: recover", 3, 3) in lines  # a progress line per step
+    assert len(said) == 1 and said[0].startswith("recovery: 3 steps x ")  # the estimate, before anything ran
     done = first.fit.details["recovery"]
     assert done["steps"] == 3 and done["trained"] == ["model.embed_tokens.codebooks"] and done["seconds"] > 0
     assert first.spec.recipe["recovery"]["steps"] == 3
@@ -121,7 +150,7 @@ def test_kill_9_during_recovery_loses_nothing_stored(decoder, tmp_path):
     db, fits = tmp_path / "r.duckdb", tmp_path / "fits"
     args = [os.path.join(os.path.dirname(sys.executable), "harness"), "run", "--suite", "bpb", "--adapter", "asg",
             "--model", str(decoder), "--profile", "smoke", "--device", "cpu", "--set", "k=16", "--set", "m=8",
-            "--recover", "100000", "--db", str(db)]
+            "--recover", "100000", "--force", "--db", str(db)]  # --force: a long recovery, past the estimate's cap
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env={**os.environ, "HARNESS_FIT_CACHE": str(fits)})
     for line in proc.stderr:  # a plain progress line per tenth of the steps (stderr is a pipe)

@@ -84,3 +84,24 @@ def test_paper_profile_trains_on_mnli_or_refuses(tmp_path):
     result = CliRunner().invoke(app, [*run, "--set", "train=dev-all"])
     assert result.exit_code == 2 and "not the paper's recipe" in result.stderr and "--profile quick" in result.stderr
     assert xnli.BUDGETS.quick.train_data == "xnli-dev" and xnli.BUDGETS.paper.train_data == "mnli"
+
+
+@pytest.mark.parametrize("suite, cut", [("xnli", "dev"), ("tokenizer", "test")])
+def test_a_file_cut_to_some_languages_is_refused_when_planned(tmp_path, data_dir, suite, cut):
+    """XNLI's release TSVs keep whole rows of two languages: every suite that reads the file refuses it in
+    its plan (harness.runner.datacheck), naming the languages found and expected, before any model loads."""
+    from harness.runner.plan import RunRequest, plan
+
+    for entry in data_dir.iterdir():
+        if entry.name != "xnli":
+            (tmp_path / entry.name).symlink_to(entry)
+    (tmp_path / "xnli").mkdir()
+    for split in ("dev", "test"):
+        source, target = data_dir / "xnli" / f"xnli.{split}.tsv", tmp_path / "xnli" / f"xnli.{split}.tsv"
+        if split != cut:
+            target.symlink_to(source)
+            continue
+        header, *rows = source.read_bytes().splitlines(keepends=True)
+        target.write_bytes(header + b"".join(r for r in rows if r.split(b"\t", 1)[0] in (b"en", b"de")))
+    with pytest.raises(DataError, match=rf"xnli.{cut}.tsv holds 2 of the 15 XNLI languages \(found de, en; expected ar, bg, .*; missing ar, bg, el, es,"):
+        plan(RunRequest(suite, "none", "minilm", "smoke", data_dir=str(tmp_path), device="cpu"))

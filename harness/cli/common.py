@@ -18,7 +18,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from harness.errors import HarnessError
+from harness.errors import EmptyStoreError, HarnessError
 from harness.leaderboard.frames import config_label
 from harness.results.summary import resolved_config
 
@@ -50,6 +50,16 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         typer.echo("error: interrupted; the run in progress is recorded as failed, run the same command again to resume", err=True)
         raise typer.Exit(code=130) from None
+
+
+@contextmanager
+def no_runs_yet() -> Iterator[None]:
+    """A results database without runs is an answer, not an error: its one line on stdout, exit code 0."""
+    try:
+        yield
+    except EmptyStoreError as err:
+        typer.echo(str(err))
+        raise typer.Exit(code=0) from None
 
 
 class RichProgress:

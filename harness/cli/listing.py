@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.common import DbOption, console, fitted_settings, user_errors
+from harness.cli.common import DbOption, console, fitted_settings, no_runs_yet, user_errors
 from harness.errors import PluginError
 from harness.leaderboard.frames import config_label
 from harness.registry import ADAPTERS, SUITES
@@ -80,7 +80,7 @@ def list_runs(
 ) -> None:
     """Stored runs, newest first, with status (running, finished, failed) and the config as resolved;
     runs made by other code (stale) only with --include-stale, as in `harness results` and the leaderboard."""
-    with user_errors():
+    with user_errors(), no_runs_yet():
         every = runs_frame(Store(db), 0)
     frame = every if include_stale else every[~every.status.str.endswith(STALE)]
     shown = frame.head(limit) if limit > 0 else frame

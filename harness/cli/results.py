@@ -13,7 +13,8 @@ import pandas as pd
 import typer
 from harness.leaderboard.frames import config_label, key_settings
 
-from harness.cli.common import DbOption, user_errors
+from harness.cli import filters
+from harness.cli.common import DbOption, no_runs_yet, user_errors
 from harness.cli.paper_table import paper_tables
 from harness.errors import ConfigError
 from harness.leaderboard.queries import paper_points
@@ -97,7 +98,7 @@ def results(
     """Scores of finished runs with CIs, %Base (raw, paired CI, chance-adjusted), McNemar p, flip rate,
     embedding-parameter fraction and storage; runs whose baseline is not above chance are flagged.
     Runs made by other code than the installed one are stale: hidden unless --include-stale."""
-    with user_errors():
+    with user_errors(), no_runs_yet():
         formats = ("table", "csv", "json", "markdown") if claims or paper else ("table", "csv", "json")
         if format not in formats:
             raise ConfigError(f"unknown format '{format}'; use {', '.join(formats)}")
@@ -106,12 +107,14 @@ def results(
         if claims and (aggregate or suite or adapter or model or profile):
             raise ConfigError("--claims reads every current run; drop --aggregate, --suite, --adapter, --model and --profile")
         store = Store(db)
+        notes = filters.check(store, suite, adapter, model)
         if claims:
             return _write(paper_claims.table(store, include_stale=include_stale), format, "")
         if paper:
             beside, other = fetch_paper(store, suite, adapter, model, include_stale, profile)
             if format == "table":
-                return sys.stdout.write(paper_tables(beside, other) + "\n")
+                sys.stdout.write(paper_tables(beside, other) + "\n")
+                return
             return _write(beside, format, "paper points beside runs (same regime, setting and metric)", other,
                           "paper, other setting (not beside the run: reason)")
         frame = (fetch_aggregate if aggregate else fetch)(store, suite, adapter, model, include_stale, profile)
@@ -123,6 +126,8 @@ def results(
         sys.stdout.write((_aggregate_table(frame) if aggregate else _table(frame)) + "\n")
         if any(at_chance(v) for v in frame.baseline_above_chance):
             sys.stdout.write("at chance: the baseline's 95% CI reaches the chance level, so %Base there is not meaningful (read chance-adj.)\n")
+    for note in notes:
+        typer.echo(note, err=True)
 
 
 PAPER_RUN = {"run_id": "run_id", "model": "model", "family_run": "family", "adapter": "adapter", "label": "label", "config": "config",

@@ -42,7 +42,7 @@ def run(
     with user_errors(), RichProgress() as progress:
         for s in parse_seeds(seeds) if seeds is not None else (seed,):
             request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora)
-            runs.append(execute(request, store, progress))
+            runs.append(execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False)))
     for outcomes in runs:
         console.print(_scores_table(outcomes))
     console.print(_compression_table(runs[0]))
@@ -58,13 +58,17 @@ def run(
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
-    """``"0,1,2"`` -> ``(0, 1, 2)``; anything else is a ConfigError."""
+    """``"0,1,2"`` -> ``(0, 1, 2)``; anything else (a seed out of range too) is a ConfigError, before any seed runs."""
+    from harness.runner.plan import check_seed
+
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise ConfigError(f"--seeds {text!r} is not a comma-separated list of integers; write e.g. --seeds 0,1,2") from None
     if not values or len(set(values)) != len(values):
         raise ConfigError(f"--seeds {text!r} needs distinct integers, e.g. --seeds 0,1,2")
+    for value in values:
+        check_seed(value, "--seeds")
     return values
 
 

@@ -28,7 +28,7 @@ from typing import Iterator
 import duckdb
 import pandas as pd
 
-from harness.errors import StoreBusyError, StoreError
+from harness.errors import EmptyStoreError, StoreBusyError, StoreError
 from harness.results import liveness
 from harness.results.fingerprint import is_stale
 from harness.results.journal import Journal
@@ -156,6 +156,8 @@ class Store:
 
     @contextmanager
     def _connect(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self.path.is_dir():
+            raise StoreError(f"--db {self.path} is a folder; pass a database file, e.g. --db {self.path / 'results.duckdb'} (made on the first run)")
         if read_only and not self.path.exists():
             raise StoreError(f"no results database at {self.path}; run `harness run ...` first or pass --db PATH")
         for attempt in range(self.retries):
@@ -306,10 +308,13 @@ class Store:
             return max(waiting, key=lambda r: r.finished_at or "")
         if not self.path.exists():
             return None
-        ids = self.query(
-            "SELECT run_id FROM runs WHERE config_hash = ? AND status = 'finished' ORDER BY finished_at DESC LIMIT 1",
-            [spec.config_hash],
-        )
+        try:
+            ids = self.query(
+                "SELECT run_id FROM runs WHERE config_hash = ? AND status = 'finished' ORDER BY finished_at DESC LIMIT 1",
+                [spec.config_hash],
+            )
+        except EmptyStoreError:
+            return None
         return self.load(ids.run_id[0]) if len(ids) else None
 
     def stale_run_ids(self) -> list[str]:
@@ -343,11 +348,14 @@ class Store:
         return _record_from_row(r, scores, comp, eff, comparisons)
 
 
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
 def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
     """The database's schema version; None for a database without the meta table (new or empty);
     a meta table without the key counts as this version."""
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    if "meta" not in tables:
+    if "meta" not in _tables(con):
         return None
     row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return int(row[0]) if row is not None else SCHEMA_VERSION
@@ -358,6 +366,8 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, writing: bool) -> 
     and a reader refuses, naming the command that upgrades it."""
     version = _schema_version(con)
     if version is None:
+        if not writing and "runs" not in _tables(con):
+            raise EmptyStoreError(f"no runs in {path} yet; `harness run --suite SUITE --adapter ADAPTER --db {path}` stores the first")
         return
     if version > SCHEMA_VERSION or version < 2:
         raise StoreError(f"{path} has results schema v{version}, this harness uses v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")

@@ -4,7 +4,7 @@ A plan builds the suite and adapter from their registries and ``--set`` values, 
 checks the adapter against the model's table, picks both budgets from their tables (and with
 ``--recover`` the recovery budget and its corpora's sha256, kept in the recipe as ``recovery``), and
 checks the data the run will read (the suite's files and the fit corpora: presence and sha256,
-cached by size and mtime).
+cached by size and mtime; release files cut to some of their languages: :mod:`harness.runner.datacheck`).
 The data revisions and the code fingerprint (:mod:`harness.results.fingerprint`) go into the run's identity, so a finished run is reused only for the same data and the same scoring
 code; missing data is an error even when a finished run exists.
 """
@@ -19,14 +19,19 @@ from typing import Any
 from harness.adapter import Adapter
 from harness.budgets import PROFILES, is_large
 from harness.config import as_dict, build_config, config_fields, parse_assignments
-from harness.errors import ConfigError
+from harness.errors import ConfigError, UnknownNameError, did_you_mean
 from harness.methods import recover
+from harness.runner import datacheck
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint
 from harness.results.records import RunSpec
 from harness.sources import corpora, models
 from harness.sources.data import data_root, revisions
 from harness.suite import Suite
+
+
+SEED_MAX = 2**31 - 1
+"""The largest seed: the store's ``seed`` column is a 32-bit integer (numpy's legacy seeding takes < 2**32)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,8 @@ def _split_settings(pairs: dict[str, str], adapter_cls: type[Adapter], suite: Su
             to_suite[bare] = value
         else:
             valid = ", ".join([*a_fields, *s_fields]) or "none"
-            raise ConfigError(f"--set {key} is not a setting of adapter '{adapter_cls.name}' or suite '{suite.name}'; valid keys: {valid}")
+            hint = did_you_mean(bare, [*a_fields, *s_fields])
+            raise ConfigError(f"--set {key} is not a setting of adapter '{adapter_cls.name}' or suite '{suite.name}'; {hint}valid keys: {valid}")
     return to_adapter, to_suite
 
 
@@ -86,10 +92,32 @@ def recovery(request: RunRequest, adapter: Adapter, large: bool) -> dict[str, An
         if request.recover_lora:
             raise ConfigError("--recover-lora adds LoRA to recovery training; give the steps too, e.g. --recover 100")
         return None
+    if _undeclared_recovery(adapter):
+        raise ConfigError(
+            f"adapter '{adapter.name}' cannot take --recover yet: its class declares no `recovers`, the names of the tensors "
+            "in the embedding modules it builds that recovery may train (e.g. recovers = (\"codebooks\",)); declare them "
+            "(docs/plugins.md) or run it without --recover"
+        )
     refusal = adapter.recovery_refusal()
     if refusal:
         raise ConfigError(f"adapter '{adapter.name}' cannot take --recover: {refusal}; run it without --recover")
     return recover.recipe(request.recover, request.recover_lora, recover.BUDGETS.select(request.profile, large))
+
+
+def _undeclared_recovery(adapter: Adapter) -> bool:
+    """True for a method that could take recovery but does not say what to train: no ``recovers``, no
+    ``no_recovery`` reason, acting before fine-tuning. :meth:`Adapter.recovery_refusal` answers this case
+    "nothing of it was replaced", true only of the baseline ``none``; a plugin that replaced the table
+    and left ``recovers`` out needs the declaration, not that reason."""
+    return (adapter.name != "none" and not adapter.recovers and adapter.no_recovery is None
+            and adapter.stage == "before_finetune")
+
+
+def check_seed(seed: int, option: str = "--seed") -> None:
+    """A seed the whole run can use: numpy's legacy seeding (``transformers.set_seed``) takes 0 to
+    2**32 - 1 and the store's ``seed`` column is a 32-bit integer."""
+    if not 0 <= seed <= SEED_MAX:
+        raise ConfigError(f"{option} {seed} is out of range: a seed is a whole number from 0 to {SEED_MAX}, e.g. {option} 0")
 
 
 def resolve_device(requested: str) -> str:
@@ -105,12 +133,24 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
+def _model_kind(name: str) -> str:
+    """The model's kind; an unknown name close to a packaged alias (``MiniLM``) says which it may mean."""
+    try:
+        return models.kind_of(name)
+    except UnknownNameError as err:
+        hint = did_you_mean(name, models.PACKAGED)
+        if not hint:
+            raise
+        raise UnknownNameError(f"{err}; {hint.strip()}") from None
+
+
 def plan(request: RunRequest) -> Plan:
     """Validate the whole request before any expensive step (exit code 2 material)."""
     from transformers import AutoConfig
 
     if request.profile not in PROFILES:
         raise ConfigError(f"unknown profile '{request.profile}'; use one of {', '.join(PROFILES)}")
+    check_seed(request.seed)
     device = resolve_device(request.device)
     suite = SUITES.get(request.suite)()
     adapter_cls = ADAPTERS.get(request.adapter)
@@ -118,7 +158,7 @@ def plan(request: RunRequest) -> Plan:
     adapter = adapter_cls(build_config(adapter_cls.config_class, to_adapter, f"adapter '{adapter_cls.name}'"))
     suite_config = build_config(suite.config_class, to_suite, f"suite '{suite.name}'")
     name = request.model or models.preferred(suite.default_model)
-    kind = models.kind_of(name)
+    kind = _model_kind(name)
     for owner, kinds in ((f"suite '{suite.name}'", suite.kinds), (f"adapter '{adapter.name}'", adapter.kinds)):
         if kind not in kinds:
             raise ConfigError(f"{owner} needs a {' or '.join(kinds)} model; '{name}' is a {kind}")
@@ -145,12 +185,15 @@ def plan(request: RunRequest) -> Plan:
     recovered = recovery(request, adapter, large)
     if recovered:
         recipe["recovery"] = {**recovered, "data": revisions(data_dir, [corpora.source(name) for name in recovered["corpora"]])}
+    sources = suite.sources(suite_config, suite_budget)
+    data = revisions(data_dir, sources)  # missing files first, then files cut short
+    datacheck.check(data_dir, sources)
     spec = RunSpec(
         model=ref.name, model_revision=ref.revision, adapter=adapter.name, adapter_config=as_dict(adapter.config),
         suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
         recipe=recipe,
         adapter_budget=dataclasses.asdict(adapter_budget) if adapter_budget is not None else {},
-        data=revisions(data_dir, suite.sources(suite_config, suite_budget)),
+        data=data,
         fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
         code=code_fingerprint(adapter.name, suite.name),
     )

@@ -1,8 +1,11 @@
 """The runner: baseline first, then the method, each reused when an identical finished run exists.
 
-    plan (validate everything, cheap; harness.runner.plan) -> prepare data once -> for baseline, method:
-        reuse a finished identical run, or: record "running" -> pipeline (harness.runner.pipeline)
-        -> %Base and the paired comparison with the baseline (harness.measure.compare) -> save
+    plan (validate everything, cheap; harness.runner.plan) -> with --recover, time a recovery step
+    (harness.runner.estimate: refused above its cap) -> prepare data once -> for baseline, method:
+        take the run's lock (harness.results.liveness.RunLock: a process that needs the same run, such
+        as a shared new baseline, waits for it) -> reuse a finished identical run, or: record "running"
+        -> pipeline (harness.runner.pipeline) -> %Base and the paired comparison with the baseline
+        (harness.measure.compare) -> save
 
 A reused baseline's per-item outputs come from the store, so a method run compares item by item
 with a baseline run earlier; the baseline is compared with itself (its "above chance" flag).
@@ -24,20 +27,21 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
 from harness.adapter import Adapter, ProgressFn, no_progress
 from harness.measure.compare import compare
 from harness.measure.metrics import pct_base
+from harness.runner import estimate
 from harness.runner.pipeline import Pipeline
 from harness.runner.plan import Plan, RunRequest, plan
 from harness.runner.provenance import git_sha, hardware, versions
 from harness.registry import ADAPTERS
 from harness.errors import StoreError
 from harness.results.journal import Journal
-from harness.results.liveness import Lease
+from harness.results.liveness import Lease, RunLock
 from harness.results.records import Comparison, ItemOutputs, Provenance, RunRecord, RunSpec, Score
 from harness.results.store import Store
 from harness.suite import SuiteData
@@ -84,10 +88,15 @@ class RunOutcome:
     stored: bool  # False when the DB was busy and only the JSON record was written
 
 
-def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progress) -> list[RunOutcome]:
-    """Run (or reuse) the baseline, then the requested method; returns both outcomes."""
+def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progress, say: Callable[[str], None] = lambda line: None) -> list[RunOutcome]:
+    """Run (or reuse) the baseline, then the requested method; returns both outcomes. ``say`` gets the
+    recovery estimate of a method run that will recover (:mod:`harness.runner.estimate`)."""
     p = plan(request)
     store.upgrade()  # an older schema is brought up to date before anything reads it
+    if p.spec.recipe.get("recovery") and (p.force or store.find_finished(p.spec) is None):
+        progress("time a recovery step", 0, 1)
+        say(estimate.recovery(p).line())
+        progress("time a recovery step", 1, 1)
     data = _LazyData(p)
     outcomes = [_ensure(p, p.spec.baseline(), ADAPTERS.get("none")(), None, data, store, progress)]
     if p.spec.adapter != "none":
@@ -108,12 +117,25 @@ class _LazyData:
 
 
 def _ensure(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None, data: _LazyData, store: Store, progress: ProgressFn) -> RunOutcome:
+    """Reuse the finished run of ``spec`` or make it, under its :class:`RunLock`: a concurrent process
+    that needs the same run (a shared new baseline) waits for this one and then reuses it."""
     forced = p.force and spec == p.spec
-    if not forced:
-        done = store.find_finished(spec)
-        if done is not None:
-            return RunOutcome(done, reused=True, stored=True)
-    return run_one(p, spec, adapter, baseline, data.get(), store, progress)
+    what = f"{spec.adapter} on {spec.suite} ({spec.model}, {spec.profile}, seed {spec.seed})"
+    waited = ""
+
+    def waiting(holder: dict) -> None:
+        nonlocal waited
+        waited = f"waiting for process {holder.get('pid', '?')}, which is making the run of {what}"
+        progress(waited, 0, 1)
+
+    with RunLock(store.records_dir, spec.config_hash).acquire({"run": what}, waiting):
+        if waited:
+            progress(waited, 1, 1)
+        if not forced:
+            done = store.find_finished(spec)
+            if done is not None:
+                return RunOutcome(done, reused=True, stored=True)
+        return run_one(p, spec, adapter, baseline, data.get(), store, progress)
 
 
 def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | None) -> RunRecord:

@@ -48,9 +48,25 @@ class Env:
         (folder / "xnli" / "xnli.test.tsv").symlink_to(self.data / "xnli" / "xnli.test.tsv")
         return str(folder)
 
+    def xnli_test_languages(self, keep: tuple[str, ...]) -> str:
+        """A data folder whose xnli.test.tsv keeps the whole rows of ``keep`` only (dev is the real file)."""
+        folder = self.tmp / "data"
+        (folder / "xnli").mkdir(parents=True)
+        (folder / "xnli" / "xnli.dev.tsv").symlink_to(self.data / "xnli" / "xnli.dev.tsv")
+        with open(self.data / "xnli" / "xnli.test.tsv", "rb") as f:
+            header, *rows = f.readlines()
+        kept = [row for row in rows if row.split(b"\t", 1)[0].decode() in keep]
+        (folder / "xnli" / "xnli.test.tsv").write_bytes(header + b"".join(kept))
+        return str(folder)
+
     def real_dev(self, lines: int = 200) -> bytes:
         with open(self.data / "xnli" / "xnli.dev.tsv", "rb") as f:
             return b"".join(next(f) for _ in range(lines))
+
+    def file(self, name: str) -> str:
+        """An existing file in the scratch folder."""
+        (self.tmp / name).write_text("keep me\n")
+        return str(self.tmp / name)
 
     def sweep_file(self, text: str | bytes) -> str:
         path = self.tmp / "sweep.yaml"
@@ -94,6 +110,17 @@ CASES = [
     Case("truncated data file", lambda e: [*RUN, "--adapter", "asg", "--data-dir", e.xnli(_truncated(e))], "xnli.dev.tsv:201: malformed row"),
     Case("data file in Latin-1", lambda e: [*RUN, "--adapter", "asg", "--data-dir", e.xnli(e.real_dev().decode().encode("latin-1", "replace") + "fr\tentailment\tcafé\tthé\n".encode("latin-1"))], "not UTF-8"),
     Case("data file in UTF-16", lambda e: [*RUN, "--adapter", "asg", "--data-dir", e.xnli(e.real_dev().decode().encode("utf-16"))], "not UTF-8"),
+    Case("test file with 4 of 15 languages", lambda e: [*RUN, "--adapter", "asg", "--data-dir", e.xnli_test_languages(("ar", "bg", "de", "el"))],
+         "xnli.test.tsv holds 4 of the 15 XNLI languages (found ar, bg, de, el; expected ar, bg, de, el, en,"),
+    # seeds, names close to known ones, output paths, the database path, recovery steps
+    Case("negative seed", lambda e: [*RUN, "--adapter", "asg", "--seed", "-1"], "--seed -1 is out of range"),
+    Case("negative seed in --seeds", lambda e: [*RUN, "--adapter", "asg", "--seeds", "0,-1"], "--seeds -1 is out of range"),
+    Case("setting key in another case", lambda e: [*RUN, "--adapter", "asg", "--set", "K=3"], "did you mean 'k'?"),
+    Case("model alias in another case", lambda e: [*BASE, "--adapter", "asg", "--model", "MiniLM", "--profile", "smoke"], "did you mean 'minilm'?"),
+    Case("results for a misspelt suite", lambda e: ["results", "--suite", "xnl"], "no suite 'xnl' among the runs in"),
+    Case("export over an existing file", lambda e: ["export", "no-such-run", "--out", e.file("exists.txt")], "is an existing file"),
+    Case("database path is a folder", lambda e: [*RUN, "--adapter", "asg", "--db", str(e.tmp)], "is a folder; pass a database file"),
+    Case("recovery steps above the cap", lambda e: [*RUN, "--adapter", "asg", "--recover", "100000000"], "above the 12 h cap"),
     # sweep files and options
     Case("sweep file missing", lambda e: ["sweep", str(e.tmp / "none.yaml")], "cannot read sweep file"),
     Case("sweep file not YAML", lambda e: ["sweep", e.sweep_file("suites: [xnli\nadapters: {")], "is not valid YAML"),
@@ -142,12 +169,19 @@ def _assert_intact(db: Path, digest: str) -> None:
     assert not [p for p in Journal(db.with_name(db.stem + ".records")).pending() if p.record.status == "running"]
 
 
+def _stored(db: Path) -> tuple[int, int]:
+    """Runs in the database (any status) and run records in its journal."""
+    return len(Store(db).query("SELECT run_id FROM runs")), len(list(db.with_name(db.stem + ".records").glob("*.json")))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_catalogue(case: Case, env: Env, shared_db):
     args = case.args(env)
-    result = CliRunner().invoke(app, [*args, "--db", str(env.db)])
+    before = _stored(env.db)
+    result = CliRunner().invoke(app, [*args, *([] if "--db" in args else ["--db", str(env.db)])])
     assert result.exit_code == case.code, result.output
     assert case.fragment in _error_line(result.stderr)
+    assert _stored(env.db) == before  # nothing stored, not even a failed run
     _assert_intact(*shared_db)
 
 
@@ -159,7 +193,22 @@ def test_catalogue_has_at_least_25_cases():
 
 
 # Cases that need more than a command line; each is a test below and a row in README.md.
-SPECIAL = ["locked database", "corrupt database", "read-only database folder", "full disk", "NaN training loss", "SIGINT mid-run"]
+SPECIAL = ["locked database", "corrupt database", "empty database", "read-only database folder", "full disk", "NaN training loss", "SIGINT mid-run"]
+
+
+def test_empty_database(tmp_path):
+    """A valid DuckDB file without the harness's tables: reading it is an answer (no runs yet), not a traceback."""
+    import duckdb
+
+    db = tmp_path / "empty.duckdb"
+    duckdb.connect(str(db)).close()
+    for command in (["results"], ["list", "runs"]):
+        result = CliRunner().invoke(app, [*command, "--db", str(db)])
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith(f"no runs in {db} yet"), result.output
+    result = CliRunner().invoke(app, ["show", "20260101-000000-asg-abcdef", "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert f"no runs in {db} yet" in _error_line(result.stderr)
 
 
 def test_locked_database(shared_db):

@@ -57,6 +57,7 @@ class FrequentAdapter(Adapter):
     config_class = FrequentConfig
     budgets = Budgets(smoke=FrequentBudget(50), quick=FrequentBudget(5000), paper=FrequentBudget(100_000))
     needs_teacher = True
+    recovers = ("rows",)  # what --recover trains: the kept rows and the shared one; the id map stays fixed
 
     def corpora(self) -> tuple[str, ...]:
         return (self.config.corpus,)
