@@ -36,33 +36,20 @@ test:
 bench:
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks --json benchmarks/out/bench.json
 
-# The committed results.duckdb: real quick-profile runs, each "suite model adapter [key=value | --option=value] ..."
-# entry one `harness run` (key=value is an adapter setting, --option=value a run option such as --recover=100);
-# a baseline is run once per suite and model and reused, and runs already stored and current are reused, so
-# adding an entry only runs that entry; then the papers' reported numbers (`harness reference load`,
-# idempotent). After a schema change: make reference FRESH=1.
-REFERENCE_RUNS = "xnli me5-small asg" \
-	"ag_news minilm ade" "ag_news minilm ade fit_on=vocab" "ag_news minilm ade sat=false" \
-	"word_sim minilm multisense k=1 corpus=wikitext2_train" "word_sim minilm multisense k=5 corpus=wikitext2_train" \
-	"word_sim minilm multisense k=15 corpus=wikitext2_train" \
-	"bpb smollm2 vocabdiet" "patchscopes smollm2 vocabdiet" \
-	"bpb smollm2 asg k=1024" "bpb smollm2 asg k=1024 --recover=100" \
-	"bpb smollm2 asg k=1024 --recover=100 --recover-lora" "bpb smollm2 asg k=1024 --recover=300" \
-	"bpb smollm2 asg k=1024 --recover=1000" \
-	"bpb smollm2 lowrank r=64" "bpb smollm2 lowrank r=64 --recover=100" "bpb smollm2 quant" "bpb smollm2 quant --recover=100" \
-	"bpb smollm2 ksub" "bpb smollm2 ksub --recover=100" "bpb smollm2 sg fraction=0.4" "bpb smollm2 sg fraction=0.4 --recover=100" \
-	"xnli minilm ksub K=3 allocation=clustered --recover=100" "xnli minilm ksub K=3 allocation=random --recover=100" \
-	"xnli minilm ksub K=3 allocation=clustered --recover=1000" \
-	"xnli minilm ksub K=3 allocation=clustered --recover=1000 --recover-lora" \
-	"xnli minilm ksub K=3 M=200 allocation=clustered --recover=100" \
-	"mteb_clf minilm skd"
+# The committed results.duckdb: the reference matrix (harness/runner/matrix.txt; `harness list matrix` shows
+# each entry current, stale or missing), one `harness run` per entry still to do, quick profile (key=value is an
+# adapter or suite setting, --option=value a run option such as --recover=100); a baseline is run once per suite
+# and model and reused. The list is worked out again at each start, so a stopped re-make goes on with what is
+# still to do. Then the papers' reported numbers (`harness reference load`, idempotent). After a schema change:
+# make reference FRESH=1.
+REFERENCE_ENV = HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)}
 
 reference:
 	$(if $(FRESH),rm -rf results.duckdb results.records)
-	for run in $(REFERENCE_RUNS); do \
-		set -- $$run; suite=$$1; model=$$2; adapter=$$3; shift 3; \
-		HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)} \
-		$(BIN)/harness run --suite $$suite --model $$model --adapter $$adapter --profile quick --db results.duckdb \
-			$$(for kv in "$$@"; do case $$kv in --*) printf -- '%s ' "$$kv";; *) printf -- '--set %s ' "$$kv";; esac; done) || exit 1; \
+	todo=$$($(REFERENCE_ENV) $(BIN)/harness list matrix --db results.duckdb --todo) || exit 1; \
+	echo "$$todo" | while read -r suite model adapter rest; do \
+		[ -n "$$suite" ] || continue; set -- $$rest; \
+		$(REFERENCE_ENV) $(BIN)/harness run --suite $$suite --model $$model --adapter $$adapter --profile quick --db results.duckdb \
+			$$(for kv in "$$@"; do case $$kv in --*) printf -- '%s ' "$$kv";; *) printf -- '--set %s ' "$$kv";; esac; done) < /dev/null || exit 1; \
 	done
 	$(BIN)/harness reference load --db results.duckdb

@@ -119,6 +119,25 @@ class Browser:
             time.sleep(0.1)
         return value
 
+    async def _click(self, x: float, y: float) -> None:
+        async with connect(self.ws_url, max_size=64 << 20) as ws:
+            for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+                await self._call(ws, "Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def click(self, x: float, y: float) -> None:
+        """A left click at (x, y) in the page's CSS pixels (a grid's header is canvas, not DOM)."""
+        asyncio.run(self._click(x, y))
+
+    async def _screenshot(self, path: Path) -> None:
+        async with connect(self.ws_url, max_size=64 << 20) as ws:
+            await asyncio.sleep(1.0)  # let the last frame settle
+            shot = await self._call(ws, "Page.captureScreenshot", format="png")
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+    def screenshot(self, path: Path) -> None:
+        """A PNG of the window as it is now."""
+        asyncio.run(self._screenshot(path))
+
     def load(self, url: str, timeout_s: float = 60, screenshot: Path | None = None) -> tuple[float, int]:
         """Seconds from navigation to the chart in the DOM, and the DOM's bytes then; ``screenshot``:
         a PNG of the page once the chart is drawn."""
@@ -154,14 +173,15 @@ def timed_load(browser: Browser, proc: subprocess.Popen, url: str) -> tuple[floa
     return seconds, size, cpu_seconds(proc.pid) - server, cpu_seconds(browser.proc.pid) - chromium
 
 
-def serve(db: Path) -> tuple[subprocess.Popen, str]:
+def serve(db: Path, query: str = SHOWN) -> tuple[subprocess.Popen, str]:
+    """``harness leaderboard`` on ``db`` (a free port), once healthy; the page's URL with ``query``."""
     port = free_port()
     harness = Path(sys.executable).with_name("harness")
     proc = subprocess.Popen([str(harness), "leaderboard", "--db", str(db), "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     wait_for(f"{url}/_stcore/health")
-    return proc, url + SHOWN
+    return proc, url + query
 
 
 def _median(loads: list[tuple], i: int) -> float:

@@ -30,8 +30,10 @@ def first_run(path: Path, paper_rows: int = 0) -> None:
     )
 
 
-def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landing.Cell | None, paper_rows: int, failed: int) -> None:
-    """The chart on screen and its views as tabs; only the open tab reads and draws (its tab is in the URL)."""
+def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landing.Cell | None, paper_rows: int, failed: int,
+               axis: frames.Axis) -> None:
+    """The chart on screen and its views as tabs, on the compression ``axis``; only the open tab reads and
+    draws (its tab is in the URL)."""
     view = queries.View(chart.suite, chart.model, chart.profile)
     same = (summary.suite == chart.suite) & (summary.model == chart.model) & (summary.profile == chart.profile)
     rows = summary[same & summary.task.eq(chart.task) & summary.metric.eq(chart.metric) & summary.setting.fillna("").eq(chart.setting or "")]
@@ -44,7 +46,7 @@ def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landin
     pareto, recovery, table, languages, efficiency, detail = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
     if pareto.open:
         with pareto:
-            pages.pareto(points, papers, colours, paper_rows, lambda: groups(path, rows), selected, others)
+            pages.pareto(points, papers, colours, paper_rows, lambda: groups(path, rows, axis.column), selected, others, axis)
     if recovery.open:
         with recovery:
             pages.recovery(points, colours)
@@ -54,7 +56,7 @@ def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landin
 
     if table.open:
         with table:
-            pages.table(summary[same], read("efficiency", path, view), failed, groups(path, rows))
+            pages.table(summary[same], read("efficiency", path, view), failed, groups(path, rows, axis.column))
     if languages.open:
         with languages:
             pages.languages(shown(read("scores", path, view)))
@@ -83,16 +85,16 @@ def main() -> None:
     hidden = (f"{kept.stale_hidden} stale runs (made by other code than the installed one) are hidden: "
               "**Include stale runs** in the sidebar shows them.") if kept.stale_hidden else ""
     st.sidebar.caption(f"{data.runs} runs ({data.failed} failed), {data.paper_rows} paper rows, read-only from `{path}`")
-    table = overview.build(summary, kept.aggregate)
+    table = overview.build(summary, kept.aggregate, kept.axis)
     if table.display.empty:
         st.info(f"{pages.NO_MATCH} {hidden}".rstrip())
         return
     if hidden:
         st.caption(hidden)
     headlines = summary.drop_duplicates("suite").set_index("suite").apply(lambda r: f"{r.task} {r.metric}", axis=1).to_dict()
-    cell = landing.table(table, headlines)
+    cell = landing.table(table, headlines, kept.axis)
     chart = landing.chart_picker(landing.views(summary, table.suites), cell, summary)
-    chart_tabs(path, summary, chart, cell, data.paper_rows, data.failed)
+    chart_tabs(path, summary, chart, cell, data.paper_rows, data.failed, kept.axis)
 
 
 if __name__ == "__main__":  # streamlit runs this file as __main__; importing it draws nothing

@@ -7,7 +7,9 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Collection
+from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from harness.results.reference import placement
@@ -20,7 +22,7 @@ TABLE_COLUMNS = {
     "group": "significance", "unpaired_reason": "no paired interval because", "stale": "stale",
     "chance_adjusted_pct_base": "chance-adj. %Base", "at_chance": "baseline at chance", "p_value": "p (McNemar)",
     "flip_rate": "flips", "seeds": "seeds", "value_sd": "score sd", "pct_base_sd": "%Base sd",
-    "emb_param_fraction": "emb. fraction", "storage_mb": "storage MB", "latency_ratio": "latency × base",
+    "emb_param_fraction": "params kept", "storage_fraction": "bytes kept", "storage_mb": "storage MB", "latency_ratio": "latency × base",
     "model": "model", "profile": "profile", "task": "task", "metric": "metric", "setting": "setting", "shots": "shots",
     "run_id": "run_id",
 }
@@ -33,10 +35,53 @@ EFFICIENCY_COLUMNS = {
 }
 
 
+@dataclass(frozen=True)
+class Axis:
+    """A compression axis: the summary column it reads and what it counts."""
+
+    key: str     # the sidebar's choice, and in the URL (``?axis=parameters``)
+    column: str  # the summary's column: a fraction of the base model's
+    label: str   # the tables' name
+    what: str    # what it counts, in words (the chart's axis title, the captions)
+
+    @property
+    def title(self) -> str:
+        return f"{self.what} (log scale)"
+
+
+AXES = {axis.key: axis for axis in (
+    Axis("bytes", "storage_fraction", "bytes stored",
+         "embedding storage kept: bytes of the token tables, id maps and any untied output head, fraction of the base's"),
+    Axis("parameters", "emb_param_fraction", "parameters kept", "embedding parameters kept, fraction of the base model's"),
+)}
+
+
+def budget_bins(fractions: pd.Series) -> pd.Series:
+    """A compression budget per fraction kept: bins of a factor of two (``floor(log2 fraction)``: -8 holds
+    0.39-0.78%); NaN where the fraction is unknown."""
+    return np.floor(np.log2(fractions.clip(lower=1e-12)))
+
+
+def budget_label(budget: float) -> str:
+    """A budget bin as its range of fractions kept, ``0.39-0.78%``; ``""`` for NaN."""
+    if pd.isna(budget):
+        return ""
+    low, high = (100 * 2.0**b for b in (budget, budget + 1))
+    return "–".join(f"{v:.0f}" if v >= 10 else f"{v:.2g}" for v in (low, high)) + "%"
+
+
+def setting_text(key: str, value) -> str:
+    """One setting as typed on the command line (``k=256``, ``allocation=clustered``, ``sat=false``);
+    recovery with LoRA (``recover_lora``, :func:`harness.results.summary.resolved_config`) as ``+LoRA``."""
+    if key == "recover_lora" and value is True:
+        return "+LoRA"
+    return f"{key}={value if isinstance(value, str) else json.dumps(value)}"
+
+
 def config_label(config: str | None) -> str:
     """``{"k": 256, "m": 48}`` -> ``k=256 m=48``; an empty config (the baseline) -> ``-``."""
     items = json.loads(config or "{}")
-    return " ".join(f"{k}={json.dumps(v)}" for k, v in items.items()) or "-"
+    return " ".join(setting_text(k, v) for k, v in items.items()) or "-"
 
 
 def run_label(adapter: str, config: str | None) -> str:
@@ -53,7 +98,7 @@ def key_settings(rows: pd.DataFrame) -> pd.Series:
         for adapter, part in configs.groupby(rows.adapter)
     }
     return pd.Series([
-        " ".join([a, *(f"{k}={json.dumps(v)}" for k, v in c.items() if k in varying[a])])
+        " ".join([a, *(setting_text(k, v) for k, v in c.items() if k in varying[a])])
         for a, c in zip(rows.adapter, configs)
     ], index=rows.index)
 
@@ -93,15 +138,13 @@ def other_papers(
     return placed[placed.reason.ne("")]
 
 
-def pareto_frontier(points: pd.DataFrame, include_at_chance: bool = False) -> pd.DataFrame:
-    """Points no other point beats with a smaller-or-equal embedding fraction and a higher %Base,
-    ordered by fraction (the staircase to draw). Points whose baseline is at chance (``at_chance``)
-    are left out unless asked for: their %Base divides by noise."""
+def pareto_frontier(points: pd.DataFrame, include_at_chance: bool = False, x: str = "emb_param_fraction") -> pd.DataFrame:
+    """Points no other point beats with a smaller-or-equal fraction kept (column ``x``: parameters or
+    bytes) and a higher %Base, ordered by fraction (the staircase to draw). Points whose baseline is at
+    chance (``at_chance``) are left out unless asked for: their %Base divides by noise."""
     if not include_at_chance and "at_chance" in points:
         points = points[~points.at_chance.astype(bool)]
-    ordered = points.dropna(subset=["emb_param_fraction", "pct_base"]).sort_values(
-        ["emb_param_fraction", "pct_base"], ascending=[True, False]
-    )
+    ordered = points.dropna(subset=[x, "pct_base"]).sort_values([x, "pct_base"], ascending=[True, False])
     best_before = ordered.pct_base.cummax().shift(fill_value=float("-inf"))
     return ordered[ordered.pct_base > best_before]
 

@@ -9,11 +9,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from harness.leaderboard import overview
+from harness.leaderboard.frames import AXES, Axis
 from harness.leaderboard.plots import log_ticks
 from plotly.colors import sample_colorscale
 
 SHOWN_ROWS = 200  # overview rows sent to the page (sorted best first); colouring 666 rows took 1.6 s of a 10,000-run store's load
 FILTERS = {"model": "model", "suite": "suite", "method": "adapter", "setting": "setting", "profile": "profile"}
+# the overview's first columns in order, then each suite's: pixels (a fixed layout: the browser test finds a header by it)
+WIDTHS = {"method": 340, "model": 90, "budget": 95, "bytes kept": 90, "params kept": 95, "avg %Base": 85, "suite": 165}
 
 
 @dataclass(frozen=True)
@@ -29,15 +32,15 @@ def fraction_label(fraction: float) -> str:
     return f"{fraction:.3g}"
 
 
-def _fraction_range(summary: pd.DataFrame) -> tuple[float, float] | None:
-    known = summary.emb_param_fraction.dropna()
+def _fraction_range(summary: pd.DataFrame, axis: Axis) -> tuple[float, float] | None:
+    known = summary[axis.column].dropna()
     if known.empty:
         return None
     ticks = sorted({*log_ticks(known.min(), known.max()), float(known.min()), float(known.max())})
     if len(ticks) < 2:
         return None
     low, high = st.sidebar.select_slider(
-        "embedding parameters kept (fraction)", ticks, value=(ticks[0], ticks[-1]), key="fraction", bind="query-params",
+        f"{axis.label} (fraction of the base's)", ticks, value=(ticks[0], ticks[-1]), key="fraction", bind="query-params",
         format_func=fraction_label,
     )
     return low, high
@@ -45,17 +48,25 @@ def _fraction_range(summary: pd.DataFrame) -> tuple[float, float] | None:
 
 @dataclass(frozen=True)
 class Filtered:
-    """The summary rows the sidebar keeps, whether seeds are averaged, and how many stale runs it hid."""
+    """The summary rows the sidebar keeps, whether seeds are averaged, how many stale runs it hid, and
+    the compression axis chosen."""
 
     summary: pd.DataFrame
     aggregate: bool
     stale_hidden: int
+    axis: Axis = AXES["bytes"]
 
 
 def filtered(summary: pd.DataFrame) -> Filtered:
     """The summary rows the sidebar's filters keep (baselines always kept: every %Base needs one; stale
-    runs only when asked, as ``harness results --include-stale``), and whether seeds are averaged."""
+    runs only when asked, as ``harness results --include-stale``), whether seeds are averaged, and the
+    compression axis (bytes stored by default: int8 keeps every parameter in a quarter of the bytes)."""
     st.sidebar.header("Filters")
+    axis = AXES[st.sidebar.radio(  # the options as shown are the URL's values (?axis=parameters)
+        "compression: what is kept", list(AXES), key="axis", bind="query-params", horizontal=True,
+        help="What the budgets, the slider and the chart's x count: the embedding's bytes stored (token tables, id maps, any "
+             "untied output head) or its parameters, each as a fraction of the base model's.",
+    )]
     keep = pd.Series(True, index=summary.index)
     for key, column in FILTERS.items():
         values = sorted(summary[column].fillna("").unique())
@@ -63,16 +74,16 @@ def filtered(summary: pd.DataFrame) -> Filtered:
             chosen = st.sidebar.multiselect(key, values, default=[], placeholder=f"all {len(values)}", key=key, bind="query-params")
             if chosen:  # none chosen: all (a chip per value took Chromium 0.5 s of the committed store's page)
                 keep &= summary[column].fillna("").isin(chosen) | (column == "adapter") & summary.adapter.eq("none")
-    span = _fraction_range(summary)
+    span = _fraction_range(summary, axis)
     if span is not None:
-        keep &= summary.emb_param_fraction.between(*span) | summary.adapter.eq("none")
+        keep &= summary[axis.column].between(*span) | summary.adapter.eq("none")
     aggregate = st.sidebar.toggle("Mean ± sd over seeds", value=True, key="seeds", bind="query-params")
     stale = st.sidebar.toggle(
         "Include stale runs", value=False, key="stale", bind="query-params",
         help=f"{overview.SYMBOLS['stale']} runs {overview.MEANINGS['stale']}",
     )
     hidden = summary.stale & keep & ~stale
-    return Filtered(summary[keep & ~hidden], aggregate, int(hidden.sum()))
+    return Filtered(summary[keep & ~hidden], aggregate, int(hidden.sum()), axis)
 
 
 def _colours(pct: pd.DataFrame, suites: list[str], columns: list[str]) -> pd.DataFrame:
@@ -80,34 +91,62 @@ def _colours(pct: pd.DataFrame, suites: list[str], columns: list[str]) -> pd.Dat
     (sampled in one call: a call per cell, 1,000 of them for the 10,000-run store's 200 rows shown, took
     3.1 s under the profiler)."""
     cells = pct[suites].stack().dropna()
-    colours = sample_colorscale("RdYlGn", list(np.clip((cells.to_numpy(dtype=float) - 80) / 20, 0, 1)))
+    shade = np.clip((cells.to_numpy(dtype=float) - 80) / 20, 0, 1)
+    colours = sample_colorscale("RdYlGn", list(shade))
+    ink = np.where((shade < 0.15) | (shade > 0.85), "; color: white", "")  # the scale's dark ends: white text stays legible
     styles = pd.DataFrame("", index=pct.index, columns=columns)
-    styles[suites] = pd.Series([f"background-color: {c}" for c in colours], index=cells.index, dtype=object).unstack().reindex(
+    styles[suites] = pd.Series([f"background-color: {c}{i}" for c, i in zip(colours, ink)], index=cells.index, dtype=object).unstack().reindex(
         index=pct.index, columns=suites).fillna("")
     return styles
 
 
-def table(view: overview.Overview, headlines: dict[str, str]) -> Cell | None:
+def _shown_as(styler, numbers: pd.DataFrame, texts: pd.DataFrame):
+    """Each suite cell shown as its text (%Base with its interval and markers) while its value stays the
+    number the grid sorts by: one formatter per column looking the text up by value; a cell whose value
+    another cell of its column shares, or a run without a %Base ("-"), gets its own (a formatter per cell
+    for all 2,600 cells of 200 rows took 3 s)."""
+    for suite in texts.columns:
+        known = numbers[suite].notna()
+        lookup = dict(zip(numbers[suite][known], texts[suite][known]))
+        styler = styler.format(lambda v, lookup=lookup: lookup.get(v, ""), subset=[suite], na_rep="")  # subset: leave the other columns' formats
+        own = texts[suite].ne("") & (~known | numbers[suite].duplicated(keep=False))
+        for row in texts.index[own]:
+            styler = styler.format(lambda _, text=texts[suite][row]: text, subset=pd.IndexSlice[[row], [suite]])
+    return styler
+
+
+def table(view: overview.Overview, headlines: dict[str, str], axis: Axis = AXES["bytes"]) -> Cell | None:
     """The overview table, coloured by %Base; returns the cell the user selected, if any."""
     st.caption(
         "One row per method configuration and model; per suite the headline %Base (method / baseline × 100) "
-        "with its paired 95% interval, mean over seeds (± sd where there are several). Sorted by the mean %Base "
-        "over the suites a row covers; **avg %Base** is shown only where another row covers the same suites "
-        "(an average over different suites compares nothing). Select a cell for its chart and run."
+        "with its paired 95% interval, mean over seeds (± sd where there are several). Rows are grouped by "
+        f"**budget**, a factor of two on the sidebar's compression axis ({axis.label}, as a share of the base's; most compressed first), "
+        "and ranked within it by the mean %Base over the suites a row covers; a column header sorts by it. "
+        "**avg %Base** is shown only where another row covers the same suites (an average over different suites "
+        "compares nothing). Select a cell for its chart and run."
     )
     shown = view.display.drop(columns=["adapter"]).head(SHOWN_ROWS)
     if len(view.display) > SHOWN_ROWS:
         st.caption(f"The first {SHOWN_ROWS} of {len(view.display)} rows; the sidebar's filters narrow them.")
     styled = shown.style.apply(lambda _: _colours(view.pct_base.head(SHOWN_ROWS), view.suites, list(shown.columns)), axis=None)
+    numbers = {"params kept": "{:.3%}", "bytes kept": "{:.2%}", "storage MB": "{:.2f}", "avg %Base": "{:.1f}"}
+    styled = styled.format(numbers, subset=list(numbers), na_rep="")
+    styled = _shown_as(styled, shown[view.suites], view.texts.head(SHOWN_ROWS))
     formats = {
-        "emb. fraction": st.column_config.NumberColumn(format="%.4f", help="embedding parameters kept / base"),
-        "storage MB": st.column_config.NumberColumn(format="%.2f", help="embedding storage incl. fixed id maps"),
-        "avg %Base": st.column_config.NumberColumn(format="%.1f"),
-        **{s: st.column_config.TextColumn(help=f"headline: {headlines.get(s, s)}", width="medium") for s in view.suites},
+        "method": st.column_config.TextColumn(width=WIDTHS["method"]),
+        "model": st.column_config.TextColumn(width=WIDTHS["model"]),
+        "budget": st.column_config.TextColumn(width=WIDTHS["budget"], help=f"a factor of two in {axis.label}, as a share of the base model's"),
+        "bytes kept": st.column_config.NumberColumn(width=WIDTHS["bytes kept"], help="embedding storage (token tables, id maps, any untied output head) / the base model's"),
+        "params kept": st.column_config.NumberColumn(width=WIDTHS["params kept"], help="embedding parameters kept / the base model's"),
+        "avg %Base": st.column_config.NumberColumn(width=WIDTHS["avg %Base"]),
+        "storage MB": st.column_config.NumberColumn(help="embedding storage incl. fixed id maps and any untied output head"),
+        **{s: st.column_config.NumberColumn(help=f"headline: {headlines.get(s, s)}", width=WIDTHS["suite"]) for s in view.suites},
     }
+    first = [*list(WIDTHS)[:-1], *view.suites]
     event = st.dataframe(
         styled, hide_index=True, column_config=formats, on_select="rerun", selection_mode="single-cell", key="overview",
-        column_order=[c for c in shown.columns if c != "settings"] + ["settings"],  # the full configuration last: it is long
+        column_order=first + [c for c in shown.columns if c not in first and c != "settings"] + ["settings"],  # the full configuration last: it is long
+        placeholder="",  # a suite a row has no run on: an empty cell
     )
     st.caption(f"Markers: {overview.legend(view)}.")
     cells = event.selection.cells if event is not None else []

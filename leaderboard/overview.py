@@ -1,6 +1,6 @@
-"""The landing table (issue 35): a row per method configuration and model, a column per suite holding
-the headline %Base with its paired interval, marked where it needs a caveat. Pure: summary rows
-(:mod:`harness.results.summary`) in, DataFrames out."""
+"""The landing table (issues 35, 45.2): a row per method configuration and model, grouped by compression
+budget, a column per suite holding the headline %Base (a number, shown with its paired interval and
+marked where it needs a caveat). Pure: summary rows (:mod:`harness.results.summary`) in, DataFrames out."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from harness.leaderboard.frames import config_label, key_settings, over_seeds
+from harness.leaderboard.frames import AXES, Axis, budget_bins, budget_label, config_label, key_settings, over_seeds
 
 from harness.results.summary import MARKERS
 
@@ -20,8 +20,9 @@ MEANINGS = {**{name: text for name, (_, text) in MARKERS.items()}, "other_settin
 
 @dataclass(frozen=True)
 class Overview:
-    display: pd.DataFrame   # what the page shows: row labels, compression, then one text column per suite
-    pct_base: pd.DataFrame  # the cells' %Base (numbers, for the colours), same index, one column per suite
+    display: pd.DataFrame   # what the page shows: row labels, budget, compression, then one %Base column per suite (numbers: they sort as numbers)
+    texts: pd.DataFrame     # each suite cell as shown (:func:`cell_texts`; "" where the row has no run), same index, one column per suite
+    pct_base: pd.DataFrame  # the cells' %Base (for the colours), same index, one column per suite
     run_ids: pd.DataFrame   # the newest run behind each cell
     suites: list[str]       # the suite columns, most covered first
     unpaired: list[str]     # why cells marked † have no interval: footnote i + 1 (``†1``) is unpaired[i]
@@ -59,28 +60,34 @@ def cell_texts(cells: pd.DataFrame, unpaired: list[str]) -> pd.Series:
     return (text + " " + marks).str.rstrip().where(cells.pct_base.notna(), "-")
 
 
-def build(summary: pd.DataFrame, aggregate: bool = True) -> Overview:
-    """The overview of the summary rows given (the sidebar's filters already applied)."""
+def build(summary: pd.DataFrame, aggregate: bool = True, axis: Axis = AXES["bytes"]) -> Overview:
+    """The overview of the summary rows given (the sidebar's filters already applied), its rows grouped by
+    compression budget on ``axis`` (:func:`~harness.leaderboard.frames.budget_bins`: most compressed
+    first; a row without a fraction last) and, within a budget, ranked by their mean %Base over the
+    suites they cover: a configuration is ranked against those of its own budget."""
     cells = _cells(summary, aggregate)
     if cells.empty:
         empty = pd.DataFrame()
-        return Overview(empty, empty, empty, [], [])
+        return Overview(empty, empty, empty, empty, [], [])
     row_keys = ["method", *ROW] + ([] if aggregate else ["seed"])
     suites = list(cells.suite.value_counts(sort=False).sort_index().sort_values(ascending=False, kind="stable").index)
     unpaired = sorted(cells.unpaired_reason[cells.unpaired].unique())
     cells = cells.assign(text=cell_texts(cells, unpaired))
     pct, text, runs = (cells.pivot(index=row_keys, columns="suite", values=v)[suites] for v in ("pct_base", "text", "run_id"))
     newest = cells.sort_values("finished_at").groupby(row_keys).tail(1).set_index(row_keys)
+    bins = budget_bins(newest[axis.column])
     rows = pd.DataFrame({
-        "emb. fraction": newest.emb_param_fraction, "storage MB": newest.storage_bytes / 1e6,
-        "suites": pct.notna().sum(axis=1), "mean": pct.mean(axis=1),
+        "budget": bins.map(budget_label), "params kept": newest.emb_param_fraction, "bytes kept": newest.storage_fraction,
+        "storage MB": newest.storage_bytes / 1e6, "suites": pct.notna().sum(axis=1), "mean": pct.mean(axis=1), "bin": bins,
     }).loc[pct.index]
     covered = pd.Series(pct.notna().to_numpy() @ (1 << np.arange(len(suites))), index=pct.index)  # the suites a row covers, as bits
     rows["avg %Base"] = rows["mean"].where(covered.map(covered.value_counts()) > 1)
-    order = rows.sort_values(["mean", "suites"], ascending=False).index
+    order = rows.sort_values(["bin", "mean", "suites"], ascending=[True, False, False], na_position="last").index
     labels = order.to_frame(index=False).assign(config=lambda d: d.config.map(config_label)).rename(columns={"config": "settings"})
-    display = pd.concat([labels, rows.loc[order].drop(columns="mean").reset_index(drop=True), text.loc[order].fillna("").reset_index(drop=True)], axis=1)
-    return Overview(display, pct.loc[order].reset_index(drop=True), runs.loc[order].reset_index(drop=True), suites, unpaired)
+    shown = rows.loc[order].drop(columns=["mean", "bin"]).reset_index(drop=True)
+    display = pd.concat([labels, shown, pct.loc[order].reset_index(drop=True)], axis=1)
+    return Overview(display, text.loc[order].fillna("").reset_index(drop=True), pct.loc[order].reset_index(drop=True),
+                    runs.loc[order].reset_index(drop=True), suites, unpaired)
 
 
 def legend(view: Overview) -> str:

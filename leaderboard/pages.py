@@ -29,8 +29,9 @@ TABLE_FORMATS = {
     "flips": st.column_config.NumberColumn(format="%.3f", help="share of items whose correctness changed"),
     "score sd": st.column_config.NumberColumn(format="%.4f", help="over seeds"),
     "%Base sd": st.column_config.NumberColumn(format="%.1f", help="over seeds"),
-    "emb. fraction": st.column_config.NumberColumn(format="%.5f", help="embedding parameters kept / base"),
-    "storage MB": st.column_config.NumberColumn(format="%.2f", help="embedding storage incl. fixed id maps"),
+    "params kept": st.column_config.NumberColumn(format="%.5f", help="embedding parameters kept / the base's"),
+    "bytes kept": st.column_config.NumberColumn(format="%.5f", help="embedding storage (token tables, id maps, any untied output head) / the base's"),
+    "storage MB": st.column_config.NumberColumn(format="%.2f", help="embedding storage incl. fixed id maps and any untied output head"),
     "latency × base": st.column_config.NumberColumn(format="%.2f", help="p50 latency / the baseline's"),
 }
 EFFICIENCY_FORMATS = {
@@ -55,27 +56,31 @@ PAPER_OTHER_COLUMNS = {
 
 
 def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], paper_rows: int,
-           groups: Callable[[], pd.Series] | None, selected: str | None, others: pd.DataFrame | None = None) -> None:
-    """The chart of one view (suite, model, profile, task, metric): drawn at once, then redrawn with
-    the significance groups as marker shapes once they are computed (``groups``, by variant); below
-    it the papers' points of the same task that another regime, setting or metric keeps off it."""
+           groups: Callable[[], pd.Series] | None, selected: str | None, others: pd.DataFrame | None = None,
+           axis: frames.Axis = frames.AXES["parameters"]) -> None:
+    """The chart of one view (suite, model, profile, task, metric) on the compression ``axis``: drawn at
+    once, then redrawn with the significance groups as marker shapes once they are computed (``groups``,
+    by variant); below it the papers' points of the same task that another regime, setting or metric keeps off it."""
     show_papers = st.toggle("Show the papers' reported points (hollow markers)", value=True, key="papers", bind="query-params")
     include_at_chance = st.toggle("Let runs whose baseline is at chance (x markers) onto the frontier", value=False)
     if not paper_rows:
         st.caption("No paper rows in this database: `harness reference load --db PATH` adds them.")
     r = points.iloc[0]
     prompted = "" if pd.isna(r.shots) else f", {int(r.shots)}-shot"
+    hollow = (f"Hollow: {len(papers)} points the papers report in the same training regime "
+              f"({', '.join(sorted(set(points.regime)))}), setting and metric for their own base models (family in the hover), "
+              "%Base against their own baselines." if axis.column == "emb_param_fraction" else
+              "The papers print parameter shares, not bytes: their points show on the parameters axis (sidebar).")
     st.caption(
         f"%Base of {r.metric} on {r.task}{prompted} (average over languages where scored per language; mean over seeds, whisker: sd) "
-        "against the share of embedding parameters kept. Dashed: the Pareto frontier of the measured runs. "
+        f"against the {axis.what}. Dashed: the Pareto frontier of the measured runs. "
         "x: the baseline is not significantly above chance, so %Base divides by noise (off the frontier unless "
-        f"toggled). Hollow: {len(papers)} points the papers report in the same training regime "
-        f"({', '.join(sorted(set(points.regime)))}), setting and metric for their own base models (family in the hover), "
-        "%Base against their own baselines. Ring: the cell selected in the overview."
+        f"toggled). {hollow} Ring: the cell selected in the overview."
     )
     chart = st.empty()
     draw = lambda pts: chart.plotly_chart(  # noqa: E731
-        plots.pareto_figure(pts, papers if show_papers else None, colours, include_at_chance, selected), key=f"pareto-{len(pts.columns)}",
+        plots.pareto_figure(pts, papers if show_papers else None, colours, include_at_chance, selected, axis),
+        key=f"pareto-{len(pts.columns)}",
     )
     note = st.empty()  # the marker shapes' meaning, once the groups are drawn
     draw(points)
@@ -107,8 +112,8 @@ def recovery(points: pd.DataFrame, colours: dict[str, str]) -> None:
 
 
 SIGNIFICANCE = (
-    "Marker shape: ★ the best configuration of its compression budget (a factor of two in embedding parameters "
-    "kept), ● not significantly different from it, ▼ significantly below it (paired bootstrap over the same "
+    "Marker shape: ★ the best configuration of its compression budget (a factor of two in the fraction kept on the "
+    "chosen axis, bytes or parameters), ● not significantly different from it, ▼ significantly below it (paired bootstrap over the same "
     "items, two-sided, Holm-corrected within the budget, α = 0.05), ■ not compared: measured on other items "
     "(another baseline or seed) or without per-item outputs."
 )
@@ -127,7 +132,7 @@ def table(summary: pd.DataFrame, eff: pd.DataFrame, failed: int, groups: pd.Seri
     )
     for suite, part in rows.groupby("suite", sort=False):
         st.subheader(suite)
-        st.dataframe(part.drop(columns="suite"), hide_index=True, column_config=TABLE_FORMATS, key=_key("table", suite))
+        st.dataframe(part.drop(columns="suite"), hide_index=True, column_config=TABLE_FORMATS, key=_key("table", suite), placeholder="")
     st.caption(SIGNIFICANCE)
     st.caption("Downloads hold the rows shown (the sidebar's filters applied).")
     st.download_button("Download CSV", rows.to_csv(index=False), file_name="leaderboard.csv", mime="text/csv")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from harness.leaderboard.frames import config_label, pareto_frontier, run_label
+from harness.leaderboard.frames import AXES, Axis, config_label, pareto_frontier, run_label
 from harness.leaderboard.significance import APART, BELOW, BEST, TIED
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
@@ -51,9 +51,9 @@ def _symbol(at_chance: bool, group: str | None) -> str:
     return AT_CHANCE_SYMBOL if at_chance else GROUP_SYMBOLS.get(group, "circle")
 
 
-def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter:
-    """One adapter's points (means over seeds, whisker: sd of %Base); a point whose baseline is at
-    chance is drawn as an x and says so in its hover, as does a stale run."""
+def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str, axis: Axis) -> go.Scatter:
+    """One adapter's points (means over seeds, whisker: sd of %Base) at their fraction kept on ``axis``;
+    a point whose baseline is at chance is drawn as an x and says so in its hover, as does a stale run."""
     flagged = rows.at_chance.astype(bool)
     notes = [
         (AT_CHANCE_NOTE if chance else "")
@@ -66,14 +66,14 @@ def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str) -> go.Scatter
         rows.seeds, notes, [g if isinstance(g, str) else "-" for g in rows.group],
     ))
     return go.Scatter(
-        x=rows.emb_param_fraction, y=rows.pct_base, mode="markers", name=adapter, customdata=custom,
+        x=rows[axis.column], y=rows.pct_base, mode="markers", name=adapter, customdata=custom,
         error_y=dict(type="data", array=rows.pct_base_sd.fillna(0), visible=bool((rows.seeds > 1).any())),
         marker=dict(color=colour, size=12, symbol=[_symbol(f, g) for f, g in zip(flagged, rows.group)], line=dict(color=colour, width=2)),
         hovertemplate=(
             f"<b>{adapter}</b> %{{customdata[0]}}<br>score %{{customdata[1]:.4f}} "
             "[%{customdata[2]:.4f}, %{customdata[3]:.4f}] (95% CI)<br>%Base %{y:.1f}, chance-adjusted %{customdata[6]}<br>"
             "setting %{customdata[7]}, seeds %{customdata[8]}<br>"
-            "embedding params kept %{x:.3%}<br>storage %{customdata[4]:.1f} MB<br>significance: %{customdata[10]}<br>"
+            f"{axis.label} %{{x:.3%}}<br>storage %{{customdata[4]:.1f}} MB<br>significance: %{{customdata[10]}}<br>"
             "%{customdata[5]}%{customdata[9]}<extra></extra>"
         ),
     )
@@ -106,37 +106,38 @@ def log_ticks(low: float, high: float) -> list[float]:
 
 def pareto_figure(
     points: pd.DataFrame, papers: pd.DataFrame | None, colours: dict[str, str], include_at_chance: bool = False,
-    selected: str | None = None,
+    selected: str | None = None, axis: Axis = AXES["parameters"],
 ) -> go.Figure:
-    """%Base against the fraction of embedding parameters kept (log x), one trace per adapter (marker:
-    the point's significance group, column ``group`` where given), the frontier of the measured points
-    (without those whose baseline is at chance unless asked), the papers' points as hollow markers,
+    """%Base against the fraction kept on the compression ``axis`` (log x: embedding parameters, or
+    bytes stored), one trace per adapter (marker: the point's significance group, column ``group``
+    where given), the frontier of the measured points (without those whose baseline is at chance unless
+    asked), the papers' points as hollow markers (the papers print parameter shares: on that axis only),
     and a ring around the configuration (variant) ``selected`` in the overview."""
     fig = go.Figure()
     points = points if "group" in points else points.assign(group=None)
-    frontier = pareto_frontier(points, include_at_chance)
+    papers = papers if axis.column == "emb_param_fraction" else None
+    frontier = pareto_frontier(points, include_at_chance, axis.column)
     fig.add_trace(go.Scatter(
-        x=frontier.emb_param_fraction, y=frontier.pct_base, mode="lines", name=FRONTIER_NAME,
+        x=frontier[axis.column], y=frontier.pct_base, mode="lines", name=FRONTIER_NAME,
         line=dict(color="#999999", dash="dash", shape="hv"), hoverinfo="skip",
     ))
     for adapter, rows in points.groupby("adapter", sort=True):
-        fig.add_trace(_measured_trace(adapter, rows, colours[adapter]))
+        fig.add_trace(_measured_trace(adapter, rows, colours[adapter], axis))
     if papers is not None and len(papers):
         fig.add_trace(_paper_trace(papers, colours))
     ring = points[points.variant.eq(selected)]
     if len(ring):
         fig.add_trace(go.Scatter(
-            x=ring.emb_param_fraction, y=ring.pct_base, mode="markers", name=SELECTED_NAME, hoverinfo="skip",
+            x=ring[axis.column], y=ring.pct_base, mode="markers", name=SELECTED_NAME, hoverinfo="skip",
             marker=dict(symbol="circle-open", size=26, color="#000000", line=dict(width=3)),
         ))
     fig.add_hline(y=100, line=dict(color="#cccccc", width=1, dash="dot"))
-    shown = pd.concat([points.emb_param_fraction, papers.emb_param_fraction if papers is not None else None]).dropna()
-    low, high = shown.min() / 2, 1.6
+    shown = pd.concat([points[axis.column], papers.emb_param_fraction if papers is not None else None]).dropna()
+    low, high = shown.min() / 2, max(1.6, shown.max() * 1.6)
     fig.update_layout(
         height=520, margin=dict(l=10, r=10, t=30, b=10), legend=dict(title="adapter"),
         xaxis=dict(
-            type="log", title="embedding parameters kept (fraction of the base model's, log scale)", tickformat=".2~p",
-            range=[np.log10(low), np.log10(high)], tickvals=log_ticks(low, high),
+            type="log", title=axis.title, tickformat=".2~p", range=[np.log10(low), np.log10(high)], tickvals=log_ticks(low, high),
         ),
         yaxis=dict(title="%Base (score / baseline × 100)"),
     )

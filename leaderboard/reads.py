@@ -62,10 +62,10 @@ def read(name: str, path: Path, *args):
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def significance_groups(path: str, version: tuple, points: pd.DataFrame) -> pd.Series:
-    """The chart's significance groups by variant (per-item outputs of the compared runs only), cached
-    until the database changes."""
-    pairs = significance.plan(points)
+def significance_groups(path: str, version: tuple, points: pd.DataFrame, axis: str) -> pd.Series:
+    """The chart's significance groups by variant (per-item outputs of the compared runs only), within
+    budgets on the compression axis ``axis`` (a summary column), cached until the database changes."""
+    pairs = significance.plan(points, axis)
     if pairs.empty:
         return pd.Series(dtype=object)
     r = points.iloc[0]
@@ -74,10 +74,10 @@ def significance_groups(path: str, version: tuple, points: pd.DataFrame) -> pd.S
     return significance.groups(pairs, items, np.random.default_rng(0), r.task, r.language, r.metric, bool(r.higher_is_better))
 
 
-def groups(path: Path, rows: pd.DataFrame) -> pd.Series:
+def groups(path: Path, rows: pd.DataFrame, axis: str) -> pd.Series:
     """The chart's significance groups; none (every point a plain marker) while a writer holds the database."""
     try:
-        return significance_groups(str(path), stamp(path), rows)
+        return significance_groups(str(path), stamp(path), rows, axis)
     except StoreBusyError:
         st.caption("Significance groups are computed once the database is free again.")
         return pd.Series(dtype=object)

@@ -1,7 +1,8 @@
 """Which differences are real (issue 34.2): per compression budget, the methods a score cannot tell
 apart from the best one there.
 
-Budgets are bins of a factor of two in embedding parameters kept (``floor(log2 fraction)``). In each
+Budgets are bins of a factor of two in the fraction kept on the chosen compression axis, bytes stored or
+embedding parameters (:func:`harness.leaderboard.frames.budget_bins`). In each
 bin the configuration of highest %Base (mean over seeds) is the best; every other configuration is
 compared with it on the same items, through its run with the same baseline run as the best's newest
 run (the same seed), by the paired bootstrap (:func:`harness.measure.metrics.resampled`:
@@ -17,6 +18,8 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+
+from harness.leaderboard.frames import budget_bins
 
 from harness.results.records import ItemOutputs
 
@@ -73,15 +76,15 @@ def paired_p_values(best: list[ItemOutputs], others: list[list[ItemOutputs]], rn
     return np.minimum(1.0, 2 * np.minimum((diff <= 0).mean(axis=0), (diff >= 0).mean(axis=0)))
 
 
-def plan(runs: pd.DataFrame) -> pd.DataFrame:
+def plan(runs: pd.DataFrame, axis: str = "emb_param_fraction") -> pd.DataFrame:
     """Who is compared with whom: one row per configuration (``variant``) of the view's runs (run_id,
-    variant, baseline_run_id, emb_param_fraction, pct_base, finished_at), with its seed-mean %Base,
-    its budget, ``best`` (the run of the best configuration of its budget it is compared with) and
-    ``run_id`` (its own run on the same items as that one, the newest; missing: not comparable)."""
-    runs = runs.dropna(subset=["emb_param_fraction", "pct_base"])
+    variant, baseline_run_id, the fraction kept in column ``axis``, pct_base, finished_at), with its
+    seed-mean %Base, its budget, ``best`` (the run of the best configuration of its budget it is compared
+    with) and ``run_id`` (its own run on the same items as that one, the newest; missing: not comparable)."""
+    runs = runs.dropna(subset=[axis, "pct_base"])
     runs = runs.assign(paired_on=runs.baseline_run_id.fillna(runs.run_id))  # a baseline is paired with itself
-    configs = runs.groupby("variant").agg(pct_base=("pct_base", "mean"), fraction=("emb_param_fraction", "last"))
-    configs["budget"] = np.floor(np.log2(configs.fraction.clip(lower=1e-12)))
+    configs = runs.groupby("variant").agg(pct_base=("pct_base", "mean"), fraction=(axis, "last"))
+    configs["budget"] = budget_bins(configs.fraction)
     best_variant = configs.groupby("budget").pct_base.idxmax()
     newest = runs.sort_values("finished_at").groupby("variant").tail(1).set_index("variant")
     best_run = newest.loc[best_variant.to_numpy()].set_index(best_variant.index)

@@ -16,8 +16,17 @@ import numpy as np
 import pandas as pd
 import pytest
 from harness.benchmarks import leaderboard_store
-from harness.leaderboard import significance
-from harness.leaderboard.frames import config_label, matching_papers, over_seeds, pareto_frontier, recovery_curves
+from harness.leaderboard import overview, significance
+from harness.leaderboard.frames import (
+    AXES,
+    budget_bins,
+    config_label,
+    key_settings,
+    matching_papers,
+    over_seeds,
+    pareto_frontier,
+    recovery_curves,
+)
 from harness.leaderboard.landing import fraction_label, views
 from harness.leaderboard.overview import SYMBOLS
 from harness.leaderboard.pages import NO_MATCH
@@ -44,6 +53,14 @@ def _render(db, monkeypatch, **query) -> AppTest:
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+def _shown(at: AppTest, i: int = 0) -> pd.DataFrame:
+    """Data frame ``i`` as the page draws it (pandas Styler's display values: the overview's suite cells
+    are numbers, drawn with their interval and markers)."""
+    from streamlit import dataframe_util
+
+    return dataframe_util.convert_arrow_bytes_to_pandas_df(at.dataframe[i].proto.arrow_data.styler.display_values)
 
 
 def _charts(at: AppTest) -> list[dict]:
@@ -112,14 +129,16 @@ def test_landing_opens_on_the_overview_table(leaderboard_db, monkeypatch):
     %Base and its paired interval as `harness results` gives them; the baseline has no row."""
     at = _render(leaderboard_db, monkeypatch)
     first = at.main.children[min(i for i, c in at.main.children.items() if c.type in ("arrow_data_frame", "plotly_chart", "dataframe"))]
-    overview = at.dataframe[0].value
+    overview, shown = at.dataframe[0].value, _shown(at)
     assert first.type != "plotly_chart"
     assert list(overview.method) == ["asg"] and list(overview.model) == ["minilm"] and list(overview.suites) == [1]
     avg = next(r for r in _results_json(leaderboard_db) if r["adapter"] == "asg" and r["language"] == "avg")
-    cell = overview.xnli[0]
-    assert cell.startswith(f"{avg['pct_base']:.1f}") and "[" in cell
-    assert overview["emb. fraction"][0] == pytest.approx(avg["emb_param_fraction"])
-    assert pd.isna(overview["avg %Base"][0]), "no other row covers the same suites"
+    assert overview.xnli[0] == pytest.approx(avg["pct_base"]), "a number: the column sorts as numbers"
+    assert shown.xnli[0].startswith(f"{avg['pct_base']:.1f} [")  # drawn with its paired interval
+    assert overview["params kept"][0] == pytest.approx(avg["emb_param_fraction"])
+    stored = Store(leaderboard_db).query("SELECT storage_fraction FROM compression JOIN runs USING (run_id) WHERE adapter = 'asg'")
+    assert overview["bytes kept"][0] == pytest.approx(stored.storage_fraction.item()) and shown.budget[0].endswith("%")
+    assert pd.isna(overview["avg %Base"][0]) and shown["avg %Base"][0] == "", "no other row covers the same suites: an empty cell"
 
 
 def test_filters_live_in_the_url(leaderboard_db, monkeypatch):
@@ -131,7 +150,7 @@ def test_filters_live_in_the_url(leaderboard_db, monkeypatch):
 
 
 def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeypatch):
-    at = _render(leaderboard_db, monkeypatch)
+    at = _render(leaderboard_db, monkeypatch, axis="parameters")
     pareto = _charts(at)[0]
     names = [t["name"] for t in pareto["data"]]
     adapters = sorted(Store(leaderboard_db).query("SELECT DISTINCT adapter FROM runs").adapter)
@@ -150,6 +169,50 @@ def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeyp
     assert PAPERS_NAME not in [t["name"] for t in _charts(at)[0]["data"]]
 
 
+def test_the_compression_axis_is_bytes_stored_unless_parameters_are_chosen(leaderboard_db, monkeypatch):
+    """Issue 45.2: by default the chart's x is the embedding's bytes stored as a share of the base's (the
+    papers print parameter shares only: their points show on the parameters axis); ?axis=parameters switches."""
+    stored = Store(leaderboard_db).query("SELECT storage_fraction, emb_param_fraction FROM compression JOIN runs USING (run_id) WHERE adapter = 'asg'")
+    for query, column, papers in (({}, "storage_fraction", False), ({"axis": "parameters"}, "emb_param_fraction", True)):
+        pareto = _charts(_render(leaderboard_db, monkeypatch, **query))[0]
+        names = [t["name"] for t in pareto["data"]]
+        assert _values(pareto["data"][names.index("asg")]["x"]) == pytest.approx([stored[column].item()])
+        assert (PAPERS_NAME in names) == papers
+        assert ("bytes" in pareto["layout"]["xaxis"]["title"]["text"]) != papers
+    assert stored.storage_fraction.item() != pytest.approx(stored.emb_param_fraction.item())  # ASG's ConceptID map costs bytes
+
+
+def test_the_overview_ranks_a_configuration_within_its_compression_budget(sweep_db):
+    """Rows grouped by budget on the chosen axis (most compressed first), ranked by mean %Base within
+    it; a table that keeps every parameter in a quarter of the bytes (int8) sits in the 25-50% budget on
+    the bytes axis and with the unchanged model's on the parameters axis, and the significance budgets follow."""
+    rows = summary.read(Store(sweep_db))
+    sg = rows[rows.adapter.eq("sg")].iloc[0]  # one configuration, on every suite, relabelled as an int8 table
+    same = rows.model.eq(sg.model) & rows.profile.eq(sg.profile)
+    int8 = same & rows.adapter.eq("sg") & rows.config.eq(sg.config)
+    rows.loc[int8, ["emb_param_fraction", "storage_fraction"]] = [1.0, 0.25]
+    for axis in AXES.values():
+        view = overview.build(rows, axis=axis)
+        bins = budget_bins(view.display[{"bytes": "bytes kept", "parameters": "params kept"}[axis.key]])
+        assert bins.is_monotonic_increasing and bins.notna().all()
+        for _, part in view.display.groupby(bins):
+            assert part[view.suites].mean(axis=1).is_monotonic_decreasing
+        label = view.display.budget[view.display["params kept"].eq(1.0)].unique()
+        assert list(label) == (["25–50%"] if axis.key == "bytes" else ["100–200%"])
+        chart = same & rows.suite.eq(sg.suite)
+        pairs = significance.plan(rows[chart], axis.column).set_index("variant")
+        assert set(pairs.budget[rows.variant[int8 & chart].unique()]) == ({-2.0} if axis.key == "bytes" else {0.0})
+
+
+def test_labels_tell_configurations_apart_and_read_as_typed():
+    configs = [{"K": 3, "allocation": "clustered", "recover": 1000}, {"K": 3, "allocation": "clustered", "recover": 1000, "recover_lora": True},
+               {"K": 3, "allocation": "random", "recover": 100}]
+    rows = pd.DataFrame({"adapter": ["ksub"] * 3, "config": [json.dumps(c) for c in configs]})
+    assert list(key_settings(rows)) == ["ksub allocation=clustered recover=1000", "ksub allocation=clustered recover=1000 +LoRA",
+                                        "ksub allocation=random recover=100"]
+    assert config_label(json.dumps(configs[1])) == "K=3 allocation=clustered recover=1000 +LoRA"
+
+
 def test_table_equals_harness_results_json(leaderboard_db, monkeypatch):
     at = _render(leaderboard_db, monkeypatch, tab="Table")
     table = next(df.value for df in at.dataframe if "%Base" in df.value.columns)
@@ -158,7 +221,7 @@ def test_table_equals_harness_results_json(leaderboard_db, monkeypatch):
     for row in table.to_dict("records"):
         want = expected[row["run_id"]]
         assert (row["adapter"], row["model"], row["profile"], row["metric"]) == (want["adapter"], want["model"], want["profile"], want["metric"])
-        got = [row["score"], row["CI low"], row["CI high"], row["%Base"], row["emb. fraction"], row["storage MB"] * 1e6]
+        got = [row["score"], row["CI low"], row["CI high"], row["%Base"], row["params kept"], row["storage MB"] * 1e6]
         assert got == pytest.approx([want[k] for k in ("value", "ci_low", "ci_high", "pct_base", "emb_param_fraction", "storage_bytes")])
     assert table.set_index("adapter")["latency × base"]["none"] == pytest.approx(1.0)
     assert at.get("download_button")
@@ -314,9 +377,9 @@ def test_stale_runs_are_hidden_unless_asked_and_marked_when_shown(leaderboard_db
     assert stale == set(Store(db).stale_run_ids()) and len(stale) == 1
     hidden = _render(db, monkeypatch)
     assert hidden.info[0].value.startswith(NO_MATCH) and "1 stale runs" in hidden.info[0].value
-    shown = _render(db, monkeypatch, stale="true").dataframe[0].value
+    shown = _shown(_render(db, monkeypatch, stale="true"))
     assert list(shown.method) == ["asg"] and shown.xnli[0].endswith(SYMBOLS["stale"])
-    current = _render(leaderboard_db, monkeypatch).dataframe[0].value
+    current = _shown(_render(leaderboard_db, monkeypatch))
     assert SYMBOLS["stale"] not in current.xnli[0]
 
 
@@ -327,7 +390,7 @@ def test_a_cell_without_a_paired_interval_says_why(leaderboard_db, tmp_path, mon
     db = _copy(leaderboard_db, tmp_path, "UPDATE comparisons SET pct_base_ci_low = NULL, pct_base_ci_high = NULL, "
                f"n_paired = 0, unpaired = '{reason}' WHERE run_id IN (SELECT run_id FROM runs WHERE adapter = 'asg')")
     at = _render(db, monkeypatch)
-    cell = at.dataframe[0].value.xnli[0]
+    cell = _shown(at).xnli[0]
     assert "[" not in cell and cell.endswith(f"{SYMBOLS['unpaired']}1")
     assert any(f"{SYMBOLS['unpaired']}1 {reason}" in c.value for c in at.caption)
     table = next(df.value for df in _render(db, monkeypatch, tab="Table").dataframe if "%Base" in df.value.columns)
@@ -393,7 +456,8 @@ def sweep_db(tmp_path_factory):
 
 
 def _overview(db, monkeypatch, **query) -> pd.DataFrame:
-    return _render(db, monkeypatch, **query).dataframe[0].value
+    """The overview's cells as drawn (text)."""
+    return _shown(_render(db, monkeypatch, **query))
 
 
 SUITES = ["ag_news", "qa", "wikiann", "word_sim", "xnli"]
@@ -419,10 +483,11 @@ def test_seed_toggle_shows_one_row_per_seed_with_its_runs_own_percent(sweep_db, 
     averaged = _overview(sweep_db, monkeypatch, profile="quick")
     assert "seed" not in averaged and averaged.xnli.str.contains("±").all()
     by_seed = _overview(sweep_db, monkeypatch, profile="quick", seeds="false")
-    assert len(by_seed) == 2 * len(averaged) and sorted(set(by_seed.seed)) == [0, 1]
+    assert len(by_seed) == 2 * len(averaged) and sorted(set(by_seed.seed)) == ["0", "1"]  # as drawn: text
     assert not by_seed.xnli.str.contains("±").any()
-    row = by_seed.iloc[0]
-    stored = summary.read(Store(sweep_db)).query("suite == 'xnli' and model == @row.model and seed == @row.seed")
+    row = by_seed.query("xnli != ''").iloc[0]
+    seed = int(row.seed)
+    stored = summary.read(Store(sweep_db)).query("suite == 'xnli' and model == @row.model and seed == @seed")
     stored = stored[stored.adapter.eq(row.method.split()[0]) & stored.config.map(config_label).eq(row.settings)]
     assert row.xnli.startswith(f"{stored.pct_base.item():.1f} [")
 
@@ -431,9 +496,9 @@ def test_compression_range_in_the_url_keeps_runs_inside_it(sweep_db, monkeypatch
     """?fraction=LOW&fraction=HIGH (two of the slider's stops, as it labels them) shows only the rows inside."""
     fractions = summary.read(Store(sweep_db)).emb_param_fraction
     low, high = log_ticks(fractions.min(), fractions.max())[1:4:2]  # slider stops (1-2-5 ticks)
-    narrowed = _overview(sweep_db, monkeypatch, fraction=[fraction_label(low), fraction_label(high)])
-    assert len(narrowed) and narrowed["emb. fraction"].between(low, high).all()
-    assert len(narrowed) < len(_overview(sweep_db, monkeypatch))
+    narrowed = _render(sweep_db, monkeypatch, axis="parameters", fraction=[fraction_label(low), fraction_label(high)]).dataframe[0].value
+    assert len(narrowed) and narrowed["params kept"].between(low, high).all()
+    assert len(narrowed) < len(_overview(sweep_db, monkeypatch, axis="parameters"))
 
 
 def test_table_tab_shows_the_charts_significance_groups(sweep_db, monkeypatch):

@@ -1,10 +1,12 @@
-"""`harness leaderboard` in a real browser (issue 34.5, 35.4): headless Chromium, driven over the
+"""`harness leaderboard` in a real browser (issues 34.5, 35.4, 45.5): headless Chromium, driven over the
 DevTools protocol by the leaderboard benchmark's :class:`Browser`, opens the page on the session's
 smoke runs; the overview table and the Pareto chart's plot must be drawn (not Streamlit's skeleton)
-within the budget. Skipped, with the reason, only where chromium is not installed."""
+within the budget, a %Base column sorts as numbers, and the bytes axis puts int8 at a quarter of the
+base's bytes. Skipped, with the reason, only where chromium is not installed."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -12,10 +14,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import duckdb
 import pytest
 from harness.benchmarks.leaderboard import Browser, free_port
 from harness.leaderboard.app import TITLE
+from harness.leaderboard.landing import WIDTHS
+from typer.testing import CliRunner
 
+from harness.cli import app
 from harness.results import summary
 from harness.results.store import Store
 
@@ -28,7 +34,11 @@ OVERVIEW = ("Array.from(document.querySelector('[data-testid=\"stDataFrame\"] ta
 OVERVIEW_DRAWN = f"(rows => rows.length > 1 && rows)({OVERVIEW})"  # a header and at least one row, else false
 LEGEND = "Array.from(document.querySelectorAll('.js-plotly-plot .legendtext')).map(e => e.textContent)"
 POINTS = "document.querySelectorAll('.js-plotly-plot .scatterlayer .point').length"
+TRACES = "JSON.stringify(document.querySelector('.js-plotly-plot')._fullData.map(t => [t.name, Array.from(t.x ?? [])]))"
+GRID = "JSON.stringify(document.querySelector('[data-testid=\"stDataFrame\"] canvas').getBoundingClientRect())"
 SKELETONS = "document.querySelectorAll('[data-testid=\"stSkeleton\"]').length"
+MENU = "!!document.querySelector('[data-testid=\"stMainMenu\"]')"
+DEPLOY = "!!document.querySelector('[data-testid=\"stAppDeployButton\"]')"  # Streamlit's "Deploy": nothing a reader can use
 
 
 def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 90) -> None:
@@ -43,12 +53,11 @@ def _wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 90) -> 
     pytest.fail(f"{url}/_stcore/health did not answer ok within {timeout_s} s")
 
 
-@pytest.fixture
-def server(leaderboard_db):
+def _serve(db: Path):
     port = free_port()
     harness = Path(sys.executable).with_name("harness")
     proc = subprocess.Popen(
-        [str(harness), "leaderboard", "--db", str(leaderboard_db), "--port", str(port)],
+        [str(harness), "leaderboard", "--db", str(db), "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -59,6 +68,44 @@ def server(leaderboard_db):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def server(leaderboard_db):
+    yield from _serve(leaderboard_db)
+
+
+def _copied(run: str, suffix: str, pct_base: float) -> list[str]:
+    """SQL copying smoke run ``run`` as another configuration (m=``suffix``: a setting the fit does not resolve)
+    whose headline %Base is ``pct_base``."""
+    new = f"{run}-{suffix}"
+    return [
+        f"INSERT INTO runs SELECT * REPLACE ('{new}' AS run_id, config_hash || '{new}' AS config_hash, variant || '{new}' AS variant, "
+        f"json_merge_patch(adapter_config, '{{\"m\": {suffix}}}') AS adapter_config) FROM runs WHERE run_id = '{run}'",
+        f"INSERT INTO scores SELECT * REPLACE ('{new}' AS run_id, {pct_base} AS pct_base) FROM scores WHERE run_id = '{run}'",
+        f"INSERT INTO comparisons SELECT * REPLACE ('{new}' AS run_id) FROM comparisons WHERE run_id = '{run}'",
+        f"INSERT INTO compression SELECT * REPLACE ('{new}' AS run_id) FROM compression WHERE run_id = '{run}'",
+    ]
+
+
+@pytest.fixture(scope="module")
+def sorting_db(leaderboard_db, tmp_path_factory) -> Path:
+    """The smoke store with a real int8 smoke run (quant; the baseline reused) and two copies of the ASG
+    run as other configurations at 102.6 and 83.7 %Base: as text, "102.6 [...]" sorts before "83.7"."""
+    db = tmp_path_factory.mktemp("sorting") / "results.duckdb"
+    shutil.copy(leaderboard_db, db)
+    ran = CliRunner().invoke(app, ["run", "--suite", "xnli", "--adapter", "quant", "--model", "minilm", "--profile", "smoke", "--db", str(db)])
+    assert ran.exit_code == 0, ran.output
+    asg = Store(db).query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id.item()
+    with duckdb.connect(str(db)) as con:
+        for sql in [*_copied(asg, "24", 102.6), *_copied(asg, "12", 83.7)]:
+            con.execute(sql)
+    return db
+
+
+@pytest.fixture
+def sorting_server(sorting_db):
+    yield from _serve(sorting_db)
 
 
 @pytest.fixture
@@ -80,7 +127,32 @@ def test_overview_table_and_pareto_plot_are_drawn_in_chromium(server, browser, l
     assert header[:2] == ["method", "model"] and "xnli" in header
     asg = summary.read(Store(leaderboard_db)).set_index("adapter").loc["asg"]
     row = next(r for r in rows if r[0].startswith("asg"))
-    assert row[header.index("xnli")].startswith(f"{asg.pct_base:.1f} [")
+    assert float(row[header.index("xnli")]) == pytest.approx(asg.pct_base)  # the cell's number (drawn with its interval)
     assert {"asg", "none"} <= set(browser.evaluate(LEGEND))  # (no frontier: the smoke baseline is at chance)
     assert browser.evaluate(POINTS) >= 2
     assert dom_bytes < DOM_KB * 1024
+    assert browser.evaluate(MENU) and not browser.evaluate(DEPLOY)  # the viewer's toolbar (menu: print, theme) only
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_a_percent_base_column_sorts_as_numbers_and_the_bytes_axis_puts_int8_at_a_quarter(sorting_server, browser, sorting_db):
+    """Issue 45.2: clicking the xnli header sorts its cells by %Base (83.7 < asg's < 102.6; as text "102.6"
+    came first); on the default compression axis, bytes stored, int8 keeps about 25% of the base's bytes
+    (one byte a value plus a scale per row, against four), in the overview and on the chart's x."""
+    browser.load(sorting_server, timeout_s=BUDGET_S)
+    header, *rows = browser.wait_until(OVERVIEW_DRAWN, timeout_s=BUDGET_S)
+    column = header.index("xnli")
+    quant = next(r for r in rows if r[0].startswith("quant"))
+    assert float(quant[header.index("bytes kept")]) == pytest.approx(0.25, abs=0.01)
+    assert float(quant[header.index("params kept")]) == pytest.approx(1.0)
+    traces = dict(json.loads(browser.evaluate(TRACES)))
+    assert traces["quant"] == [pytest.approx(float(quant[header.index("bytes kept")]))]
+    grid = json.loads(browser.evaluate(GRID))
+    leading = list(WIDTHS.values())[:-1]
+    assert header[: len(leading)] == list(WIDTHS)[:-1]
+    x = grid["x"] + sum(leading) + (column - len(leading) + 0.5) * WIDTHS["suite"]
+    browser.click(x, grid["y"] + 15)  # the xnli header (the grid is a canvas)
+    ascending = browser.wait_until(
+        f"(rows => rows[1][{column}] !== {json.dumps(rows[0][column])} && rows.slice(1).map(r => r[{column}]))({OVERVIEW})", timeout_s=30)
+    values = [float(v) for v in ascending if v]
+    assert len(values) == 4 and values == sorted(values) and values[0] == pytest.approx(83.7) and values[-1] == pytest.approx(102.6)

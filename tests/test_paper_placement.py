@@ -5,6 +5,7 @@ the packaged CSV's, loaded as ``harness reference load`` does."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import socket
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -137,8 +139,13 @@ def test_results_paper_prints_both_tables_and_the_resolved_config(store):
     out = CliRunner().invoke(app, ["results", "--db", str(store.path), "--paper"])
     assert out.exit_code == 0, out.output
     beside, other = out.output.split("paper, other setting")
-    assert "asg-zs" in beside and "k=1024 m=48" in beside and "k=0" not in beside  # the k the fit chose, not the written 0
-    assert "setting: multilingual vs zero-shot" in other
+    assert "asg-zs" in beside and "setting: multilingual vs zero-shot" in other
+    assert max(len(line) for line in out.output.splitlines()) <= 160 and "nan" not in out.output.lower()
+    rows = [line for line in beside.splitlines() if "000 asg T1" in line]
+    assert len(rows) == len(set(rows)) > 1 and sum("asg-zs" in line for line in rows) == 1  # a row per paper point, the run's cells once
+    table = pd.read_csv(io.StringIO(CliRunner().invoke(app, ["results", "--db", str(store.path), "--paper", "-f", "csv"]).stdout))
+    configs = set(table.config[table.run_id.eq("asg-zs")].dropna())  # the rows beside it (the other setting's have no run config)
+    assert configs == {"k=1024 m=48"}  # the k the fit chose, not the written 0
     listed = CliRunner().invoke(app, ["results", "--db", str(store.path)])
     assert "k=1024 m=48" in listed.output and "k=0" not in listed.output
     bad = CliRunner().invoke(app, ["results", "--db", str(store.path), "--paper", "--aggregate"])
@@ -157,10 +164,10 @@ def test_a_level_claims_verdict_follows_the_stored_figure(store):
     glue = {"split": "test", "metric": "score", "n": 400, "setting": "fine-tuned"}
     _run(store, "ms-good", "multisense", "glue", Score("glue", "avg", value=0.80, pct_base=98.5, **glue), TUNED, {"k": 15})
     row = _claim(store, "multisense", "Table 1")
-    assert row["verdict"] == "agrees" and row["runs"] == "ms-good" and row["paper figure"] == "98.7%"
+    assert row["verdict"] == "agrees (no interval)" and row["runs"] == "ms-good" and row["paper figure"] == "98.7%"
     _run(store, "ms-bad", "multisense", "glue", Score("glue", "avg", value=0.70, pct_base=90.0, **glue), TUNED, {"k": 15},
          finished="2026-01-01T00:02:00+00:00")
-    assert _claim(store, "multisense", "Table 1")["verdict"] == "does not"  # the newest run counts
+    assert _claim(store, "multisense", "Table 1")["verdict"] == "disagrees (no interval)"  # the newest run counts
 
 
 def test_a_claim_about_a_compression_level_reads_only_runs_at_that_level(store):
@@ -172,7 +179,7 @@ def test_a_claim_about_a_compression_level_reads_only_runs_at_that_level(store):
          finished="2026-01-01T00:00:30+00:00")
     frame = claims.table(store)
     (multilingual, zero_shot) = frame[frame.paper.eq("000 asg")].to_dict("records")
-    assert zero_shot["runs"] == "asg-04pct" and zero_shot["verdict"] == "does not" and zero_shot["paper figure"] == "94.6%"
+    assert zero_shot["runs"] == "asg-04pct" and zero_shot["verdict"] == "disagrees (no interval)" and zero_shot["paper figure"] == "94.6%"
     assert multilingual["verdict"] == "setting differs: setting: multilingual vs zero-shot"
 
 
@@ -183,13 +190,13 @@ def test_a_contrast_claims_verdict_follows_the_paired_items(store):
     _run(store, "sat", "ade", "ag_news", Score("ag_news", "en", value=0.75, **score), TUNED, {"sat": True}, items=better)
     _run(store, "nosat", "ade", "ag_news", Score("ag_news", "en", value=0.5, **score), TUNED, {"sat": False}, items=worse)
     row = _claim(store, "ade", "Table 3")
-    assert row["verdict"] == "agrees" and row["harness figure [95% CI]"].startswith("150.0%") and row["runs"] == "sat vs nosat"
+    assert row["verdict"] == "agrees; matches" and row["harness figure [95% CI]"].startswith("150.0%") and row["runs"] == "sat vs nosat"
     _run(store, "sat2", "ade", "ag_news", Score("ag_news", "en", value=0.5, **score), TUNED, {"sat": True}, items=worse,
          finished="2026-01-01T00:02:00+00:00")
     _run(store, "nosat2", "ade", "ag_news", Score("ag_news", "en", value=0.75, **score), TUNED, {"sat": False}, items=better,
          finished="2026-01-01T00:02:00+00:00")
     row = _claim(store, "ade", "Table 3")
-    assert row["verdict"] == "does not" and row["harness figure [95% CI]"].startswith("66.7%")
+    assert row["verdict"] == "disagrees; smaller" and row["harness figure [95% CI]"].startswith("66.7%")
     recovered = {**TUNED, "recovery": {"steps": 100}}
     _run(store, "nosat3", "ade", "ag_news", Score("ag_news", "en", value=0.75, **score), recovered, {"sat": False}, items=better,
          finished="2026-01-01T00:03:00+00:00")
@@ -201,6 +208,24 @@ def test_a_contrast_claims_verdict_follows_the_paired_items(store):
     assert row["runs"] == "sat2 vs nosat2"
 
 
+@pytest.mark.parametrize("figure, low, high, expected", [
+    (101.5, 97.2, 106.0, "inconclusive; smaller"),  # paper 002's SAT contrast: spans 100, excludes the paper's 124.9
+    (126.0, 110.0, 140.0, "agrees; matches"),
+    (104.0, 101.0, 107.0, "agrees; smaller"),
+    (140.0, 130.0, 150.0, "agrees; larger"),
+    (90.0, 85.0, 95.0, "disagrees; smaller"),
+    (100.0, 100.0, 130.0, "agrees; matches"),       # an interval that starts at the threshold reaches it
+])
+def test_a_verdict_gives_the_direction_against_the_threshold_and_the_size_against_the_paper(figure, low, high, expected):
+    assert claims.verdict(figure, low, high, threshold=100.0, paper=124.9) == expected
+
+
+def test_a_verdict_without_an_interval_or_in_another_setting_says_so():
+    assert claims.verdict(101.0, None, None, 100.0, 124.9) == "agrees (no interval)"
+    assert claims.verdict(99.0, float("nan"), float("nan"), 100.0, 124.9) == "disagrees (no interval)"
+    assert claims.verdict(101.5, 97.2, 106.0, 100.0, 124.9, "regime: a vs b") == "setting differs: regime: a vs b"
+
+
 def test_a_claim_in_another_setting_says_why_and_markdown_has_every_claim(store):
     _run(store, "vd-0", "vocabdiet", "lm_eval", Score("paper003_avg6", "en", "test", "acc", 0.5, n=300, pct_base=99.0, shots=0, setting="0-shot"),
          {}, {"distill": "stage2"}, model="smollm2")
@@ -208,7 +233,7 @@ def test_a_claim_in_another_setting_says_why_and_markdown_has_every_claim(store)
     _run(store, "vd-5", "vocabdiet", "lm_eval", Score("paper003_avg6", "en", "test", "acc", 0.5, n=300, pct_base=96.0, shots=5, setting="5-shot"),
          {}, {"distill": "stage2"}, model="smollm2", finished="2026-01-01T00:00:30+00:00")
     row = _claim(store, "vocabdiet", "Table 3")  # an older run in the paper's setting is the closer one
-    assert row["runs"] == "vd-5" and row["verdict"] == "does not"
+    assert row["runs"] == "vd-5" and row["verdict"] == "disagrees (no interval)"
     out = CliRunner().invoke(app, ["results", "--db", str(store.path), "--claims", "-f", "markdown"])
     assert out.exit_code == 0, out.output
     lines = [line for line in out.output.splitlines() if line.startswith("| 00")]

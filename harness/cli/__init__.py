@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from harness.cli import bench, export, leaderboard, listing, reference, results, run, sweep
+from harness.cli import bench, export, leaderboard, listing, matrix, reference, results, run, sweep
 
 app = typer.Typer(
     name="harness",
@@ -18,6 +18,7 @@ app = typer.Typer(
 app.command("run")(run.run)
 app.command("sweep")(sweep.sweep)
 app.command("results")(results.results)
+listing.list_app.command("matrix")(matrix.list_matrix)
 app.add_typer(listing.list_app, name="list")
 app.command("show")(listing.show)
 app.command("leaderboard")(leaderboard.leaderboard)

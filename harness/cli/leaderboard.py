@@ -25,11 +25,12 @@ def _check_port_free(port: int) -> None:
 
 def streamlit_command(port: int) -> list[str]:
     """``streamlit run`` on the app (:mod:`harness.leaderboard.serve`: its cold start overlapped with the
-    browser's), loopback only, headless, no usage statistics."""
+    browser's), loopback only, headless, no usage statistics, the viewer's toolbar only."""
     app = str(files("harness.leaderboard") / "app.py")
     return [
         sys.executable, "-m", "harness.leaderboard.serve", app, "--server.headless", "true",
         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "viewer",  # no Deploy, Rerun or Clear cache: a reader of the board can use none of them
     ]
 
 

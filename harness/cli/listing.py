@@ -9,14 +9,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.common import DbOption, console, no_runs_yet, user_errors
+from harness.cli.common import DbOption, console, fitted_settings, no_runs_yet, user_errors
 from harness.errors import PluginError
+from harness.leaderboard.frames import config_label
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint, is_stale
 from harness.results.store import Store
 from harness.results.summary import with_resolved_config
 from harness.sources import models
 
+STALE = " (stale)"  # after a run's status when made by other code
 list_app = typer.Typer(help="List adapters, suites, models or stored runs.", no_args_is_help=True)
 
 
@@ -71,28 +73,41 @@ def list_models() -> None:
 
 
 @list_app.command("runs")
-def list_runs(db: DbOption = None, limit: Annotated[int, typer.Option(help="Newest N runs.")] = 50) -> None:
-    """Stored runs, newest first, with status (running, finished, failed; stale: made by other code)."""
+def list_runs(
+    db: DbOption = None,
+    limit: Annotated[int, typer.Option(help="Newest N runs; 0: all.")] = 50,
+    include_stale: Annotated[bool, typer.Option("--include-stale", help="Also runs made by other code (marked stale; never reused).")] = False,
+) -> None:
+    """Stored runs, newest first, with status (running, finished, failed) and the config as resolved;
+    runs made by other code (stale) only with --include-stale, as in `harness results` and the leaderboard."""
     with user_errors(), no_runs_yet():
-        frame = runs_frame(Store(db), limit)
-    table = Table(*frame.columns)
-    for row in frame.itertuples(index=False):
+        every = runs_frame(Store(db), 0)
+    frame = every if include_stale else every[~every.status.str.endswith(STALE)]
+    shown = frame.head(limit) if limit > 0 else frame
+    table = Table(*shown.columns)
+    for row in shown.assign(config=shown.config.map(config_label)).itertuples(index=False):
         table.add_row(*[str(v) for v in row])
     console.print(table)
+    hidden = len(every) - len(frame)
+    if len(shown) < len(frame):
+        console.print(f"the newest {len(shown)} of {len(frame)} runs; --limit 0 lists all")
+    if hidden:
+        console.print(f"{hidden} stale runs (made by other code) are hidden; --include-stale lists them")
 
 
-def runs_frame(store: Store, limit: int):
-    """The newest ``limit`` runs as ``harness list runs`` prints them: status marked stale where made by
-    other code, and the config as the fit resolved it (as ``harness results``: ASG's chosen k, ``recover``)."""
+def runs_frame(store: Store, limit: int, include_stale: bool = True):
+    """The newest ``limit`` runs (0: all) as ``harness list runs`` prints them: status marked stale where
+    made by other code (those left out unless ``include_stale``), and the config as the fit resolved it
+    (as ``harness results``: ASG's chosen k, ``recover``), as JSON."""
     frame = store.query(
         "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, suite, profile, seed, "
         "round(wall_s, 1) AS wall_s, started_at, CAST(fit_details AS VARCHAR) AS fit_details, "
-        "CAST(recipe AS VARCHAR) AS recipe FROM runs ORDER BY started_at DESC LIMIT ?",
-        [limit],
+        "CAST(recipe AS VARCHAR) AS recipe FROM runs ORDER BY started_at DESC",
     )
-    stale = set(store.stale_run_ids())
-    frame["status"] = [f"{s} (stale)" if r in stale else s for r, s in zip(frame.run_id, frame.status)]
-    return with_resolved_config(frame)
+    stale = frame.run_id.isin(store.stale_run_ids())
+    frame = frame.assign(status=frame.status.where(~stale, frame.status + STALE))[~stale | include_stale]
+    frame = frame.head(limit) if limit > 0 else frame
+    return with_resolved_config(frame.reset_index(drop=True))
 
 
 def show(
@@ -112,6 +127,8 @@ def show(
         console.print_json(data=body[section])
     console.rule("status")
     console.print(f"{record.status}  started {record.started_at}  finished {record.finished_at}  wall {record.wall_s}s")
+    console.print(f"settings (as fitted): {fitted_settings(record.spec.adapter_config, record.fit and record.fit.details, record.spec.recipe)}",
+                  highlight=False, markup=False)
     if is_stale(record.spec.adapter, record.spec.suite, record.spec.code):
         console.print(
             f"[yellow]stale:[/yellow] made by other code (fingerprint {record.spec.code or 'none'}, installed "

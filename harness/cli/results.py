@@ -11,10 +11,11 @@ from typing import Annotated, Optional
 
 import pandas as pd
 import typer
-from harness.leaderboard.frames import config_label
+from harness.leaderboard.frames import config_label, key_settings
 
 from harness.cli import filters
 from harness.cli.common import DbOption, no_runs_yet, user_errors
+from harness.cli.paper_table import paper_tables
 from harness.errors import ConfigError
 from harness.leaderboard.queries import paper_points
 from harness.results import claims as paper_claims
@@ -40,9 +41,10 @@ _SOURCE = ("(SELECT v.*, CAST(r.recipe AS VARCHAR) AS recipe, CAST(r.fit_details
            "FROM results v JOIN runs r USING (run_id) LEFT JOIN compression c USING (run_id))")
 
 
-def _where(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool) -> tuple[str, list]:
+def _where(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool,
+           profile: str | None = None) -> tuple[str, list]:
     filters, params = [], []
-    for column, value in (("suite", suite), ("adapter", adapter), ("model", model)):
+    for column, value in (("suite", suite), ("adapter", adapter), ("model", model), ("profile", profile)):
         if value is not None:
             filters.append(f"{column} = ?")
             params.append(value)
@@ -53,20 +55,22 @@ def _where(store: Store, suite: str | None, adapter: str | None, model: str | No
     return (f"WHERE {' AND '.join(filters)}" if filters else ""), params
 
 
-def fetch(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False) -> pd.DataFrame:
+def fetch(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False,
+          profile: str | None = None) -> pd.DataFrame:
     """Finished runs' scores from the ``results`` view, filtered (stale runs only when asked, marked
     in the column ``stale``); parameterised SQL."""
-    where, params = _where(store, suite, adapter, model, include_stale)
+    where, params = _where(store, suite, adapter, model, include_stale, profile)
     sql = f"SELECT {', '.join(COLUMNS)}, recipe, fit_details FROM {_SOURCE} {where} ORDER BY finished_at, run_id, task, language, metric"
     frame = summary.with_run_facts(store.query(sql, params))
     stale = set(store.stale_run_ids()) if include_stale else set()
     return frame.assign(stale=frame.run_id.isin(stale))
 
 
-def fetch_aggregate(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False) -> pd.DataFrame:
+def fetch_aggregate(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False,
+                    profile: str | None = None) -> pd.DataFrame:
     """Mean and sd over seeds per configuration and score (the newest run of each seed counts);
     ``baseline_above_chance`` holds only when it holds for every seed."""
-    where, params = _where(store, suite, adapter, model, include_stale)
+    where, params = _where(store, suite, adapter, model, include_stale, profile)
     stats = ", ".join(f"avg({c}) AS {c}_mean, stddev_samp({c}) AS {c}_sd" for c in AGGREGATED)
     sql = (
         f"SELECT {', '.join(GROUP)}, count(*) AS seeds, list(seed ORDER BY seed) AS seed_list, {stats}, "
@@ -84,6 +88,7 @@ def results(
     suite: Annotated[Optional[str], typer.Option(help="Only this suite.")] = None,
     adapter: Annotated[Optional[str], typer.Option(help="Only this adapter.")] = None,
     model: Annotated[Optional[str], typer.Option(help="Only this model.")] = None,
+    profile: Annotated[Optional[str], typer.Option(help="Only this profile (smoke, quick, paper).")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
     aggregate: Annotated[bool, typer.Option("--aggregate", help="One row per configuration: mean and sd over its seeds.")] = False,
     include_stale: Annotated[bool, typer.Option("--include-stale", help="Also runs made by other code (marked stale; never reused).")] = False,
@@ -99,17 +104,20 @@ def results(
             raise ConfigError(f"unknown format '{format}'; use {', '.join(formats)}")
         if paper and (claims or aggregate):
             raise ConfigError("--paper shows runs' headlines; drop --claims / --aggregate (one view at a time)")
-        if claims and (aggregate or suite or adapter or model):
-            raise ConfigError("--claims reads every current run; drop --aggregate, --suite, --adapter and --model")
+        if claims and (aggregate or suite or adapter or model or profile):
+            raise ConfigError("--claims reads every current run; drop --aggregate, --suite, --adapter, --model and --profile")
         store = Store(db)
         notes = filters.check(store, suite, adapter, model)
         if claims:
             return _write(paper_claims.table(store, include_stale=include_stale), format, "")
         if paper:
-            beside, other = fetch_paper(store, suite, adapter, model, include_stale)
+            beside, other = fetch_paper(store, suite, adapter, model, include_stale, profile)
+            if format == "table":
+                sys.stdout.write(paper_tables(beside, other) + "\n")
+                return
             return _write(beside, format, "paper points beside runs (same regime, setting and metric)", other,
                           "paper, other setting (not beside the run: reason)")
-        frame = (fetch_aggregate if aggregate else fetch)(store, suite, adapter, model, include_stale)
+        frame = (fetch_aggregate if aggregate else fetch)(store, suite, adapter, model, include_stale, profile)
     if format == "csv":
         frame.to_csv(sys.stdout, index=False)
     elif format == "json":
@@ -122,31 +130,34 @@ def results(
         typer.echo(note, err=True)
 
 
-PAPER_RUN = {"run_id": "run_id", "model": "model", "family_run": "family", "adapter": "adapter", "config": "config",
+PAPER_RUN = {"run_id": "run_id", "model": "model", "family_run": "family", "adapter": "adapter", "label": "label", "config": "config",
              "task": "task", "metric": "metric", "setting_run": "setting", "regime_run": "regime", "pct_base_run": "%Base"}
-PAPER_SIDE = {"paper": "paper", "table": "table", "method": "method", "base_model": "base model", "family": "paper family",
-              "regime": "paper regime", "setting": "paper setting", "metric_paper": "paper metric", "pct_base": "paper %Base",
-              "emb_param_fraction": "paper emb. frac."}
+PAPER_SIDE = {"paper": "paper", "table": "table", "method": "method", "config_paper": "paper config", "base_model": "base model",
+              "family": "paper family", "regime": "paper regime", "setting": "paper setting", "metric_paper": "paper metric",
+              "value": "reported", "pct_base": "paper %Base", "emb_param_fraction": "paper emb. frac."}
 
 
-def fetch_paper(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each run headline's paper points (:func:`harness.results.reference.placement` with the run's
-    regime): those beside it, and the others of its suite and task with ``reason``."""
+def fetch_paper(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False,
+                profile: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each method run headline's paper points (:func:`harness.results.reference.placement` with the
+    run's regime): those beside it, and the others of its suite and task with ``reason``. Baselines
+    (100% by definition) have none."""
     runs = summary.read(store)
-    keep = pd.Series(True, index=runs.index)
-    for column, value in (("suite", suite), ("adapter", adapter), ("model", model)):
+    keep = runs.adapter.ne("none")
+    for column, value in (("suite", suite), ("adapter", adapter), ("model", model), ("profile", profile)):
         if value is not None:
             keep &= runs[column].eq(value)
     if not include_stale:
         keep &= ~runs.stale.astype(bool)
-    runs = runs[keep]
+    runs = runs[keep].assign(label=lambda d: key_settings(d) if len(d) else [])
     papers = paper_points(store, tuple(runs.suite.unique()), pareto=False)
     placed = []
     for r in runs.itertuples(index=False):
         rows = placement(papers, r.suite, r.task, r.metric, r.shots, r.setting if isinstance(r.setting, str) else "", {r.regime})
-        run = {"run_id": r.run_id, "model": r.model, "family_run": r.family, "adapter": r.adapter, "config": config_label(r.config),
-               "task": r.task, "metric": r.metric, "setting_run": r.setting, "regime_run": r.regime, "pct_base_run": _pct_base(r.pct_base, r.pct_base_ci_low, r.pct_base_ci_high, r.unpaired_reason)}
-        placed.append(rows.rename(columns={"metric": "metric_paper"}).assign(**run))
+        run = {"run_id": r.run_id, "model": r.model, "family_run": r.family, "adapter": r.adapter, "label": r.label, "config": config_label(r.config),
+               "task": r.task, "metric": r.metric, "setting_run": r.setting, "regime_run": r.regime,
+               "pct_base_run": _pct_base(r.pct_base, r.pct_base_ci_low, r.pct_base_ci_high, r.unpaired_reason, ".1f")}
+        placed.append(rows.rename(columns={"metric": "metric_paper", "config": "config_paper"}).assign(**run))
     frame = pd.concat(placed, ignore_index=True) if placed else pd.DataFrame(columns=[*PAPER_RUN, *PAPER_SIDE, "reason"])
     columns = {**PAPER_RUN, **PAPER_SIDE}
     beside = frame[frame.reason.eq("")][list(columns)].rename(columns=columns)
@@ -176,7 +187,7 @@ def _table(frame: pd.DataFrame) -> str:
     """An aligned plain-text table (pandas): rich's table layout took seconds for a few hundred rows."""
     view = pd.DataFrame({
         "run_id": frame.run_id, "model": frame.model, "adapter": frame.adapter, "config": frame.config.map(config_label),
-        "suite": frame.suite, "seed": frame.seed, "language": frame.language, "metric": frame.metric,
+        "suite": frame.suite, "profile": frame.profile, "seed": frame.seed, "language": frame.language, "metric": frame.metric,
         "value [95% CI]": [_with_ci(*v) for v in zip(frame.value, frame.ci_low, frame.ci_high)],
         "%Base [paired CI]": [_pct_base(*v) for v in zip(frame.pct_base, frame.pct_base_ci_low, frame.pct_base_ci_high, frame.unpaired)],
         "chance-adj.": frame.chance_adjusted_pct_base.map(_cell), "p": frame.p_value.map(_cell), "flips": frame.flip_rate.map(_cell),
@@ -189,7 +200,7 @@ def _table(frame: pd.DataFrame) -> str:
 def _aggregate_table(frame: pd.DataFrame) -> str:
     view = pd.DataFrame({
         "model": frame.model, "adapter": frame.adapter, "config": frame.config.map(config_label), "suite": frame.suite,
-        "language": frame.language, "metric": frame.metric, "seeds": frame.seeds,
+        "profile": frame.profile, "language": frame.language, "metric": frame.metric, "seeds": frame.seeds,
         **{title: [_mean_sd(m, sd) for m, sd in zip(frame[f"{c}_mean"], frame[f"{c}_sd"])]
            for title, c in (("value", "value"), ("%Base", "pct_base"), ("chance-adj.", "chance_adjusted_pct_base"))},
         "flag": frame.baseline_above_chance.map(_flag),
@@ -201,13 +212,13 @@ def _flag(above) -> str:
     return "at chance" if at_chance(above) else ""
 
 
-def _pct_base(value, low, high, unpaired) -> str:
+def _pct_base(value, low, high, unpaired, spec: str = ".4g") -> str:
     """%Base with its paired CI, or with the reason it has none."""
-    return f"{_cell(value)} (unpaired: {unpaired})" if isinstance(unpaired, str) else _with_ci(value, low, high)
+    return f"{_cell(value, spec)} (unpaired: {unpaired})" if isinstance(unpaired, str) else _with_ci(value, low, high, spec)
 
 
-def _with_ci(value, low, high) -> str:
-    return _cell(value) if pd.isna(low) else f"{_cell(value)} [{_cell(low)}, {_cell(high)}]"
+def _with_ci(value, low, high, spec: str = ".4g") -> str:
+    return _cell(value, spec) if pd.isna(low) else f"{_cell(value, spec)} [{_cell(low, spec)}, {_cell(high, spec)}]"
 
 
 def _mean_sd(mean, sd) -> str:
@@ -216,7 +227,7 @@ def _mean_sd(mean, sd) -> str:
     return _cell(mean) if pd.isna(sd) else f"{_cell(mean)} ± {_cell(sd)}"
 
 
-def _cell(v) -> str:
+def _cell(v, spec: str = ".4g") -> str:
     if v is None or (isinstance(v, float) and pd.isna(v)):
         return "-"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+    return f"{v:{spec}}" if isinstance(v, float) else str(v)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, List, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.common import DbOption, RichProgress, console, err_console, user_errors
+from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, user_errors
 from harness.errors import ConfigError
 from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
@@ -110,7 +111,7 @@ def _scores_table(outcomes) -> Table:
     table.add_column("baseline [95% CI]", justify="right")
     if method is not base:
         table.add_column(f"{spec.adapter} [95% CI]", justify="right")
-        table.add_column("%Base [paired CI]", justify="right")
+        table.add_column("%Base \\[paired CI]", justify="right")  # escaped: rich reads "[paired CI]" as a style tag
         table.add_column("chance-adj. %Base", justify="right")
         table.add_column("p (McNemar)", justify="right")
     table.add_column("chance", justify="right")
@@ -179,7 +180,7 @@ def _column_title(o) -> str:
 
 
 COMPRESSION_ROWS = (
-    "run id", "embedding params", "embedding-param fraction", "storage bytes (id maps incl.)", "total params",
+    "run id", "settings (as fitted)", "embedding params", "embedding-param fraction", "storage bytes (id maps incl.)", "total params",
     "vocabulary (rows)", "fit time s", "wall time s",
 )
 
@@ -202,6 +203,7 @@ def _compression_column(r: RunRecord) -> list[str]:
         vocab += f" ({c.freed_slots:,} freed)"
     return [
         r.run_id,
+        escape(fitted_settings(r.spec.adapter_config, r.fit and r.fit.details, r.spec.recipe)),
         f"{c.embedding_params_before:,} -> {c.embedding_params_after:,}",
         f"{c.emb_param_fraction:.2%}",
         f"{c.storage_bytes_before:,} -> {c.storage_bytes_after:,}",

@@ -13,8 +13,8 @@ The closest run is the newest current one in the paper's regime and setting, els
 contrast's two runs share model, profile, recovery and every setting but those the claim names. The
 verdict: ``no run yet`` (no current run of the configuration), ``setting differs: why`` (the
 run's regime or protocol is not the paper's row's, :func:`harness.results.reference.difference`;
-the figure is still shown), else ``agrees`` / ``does not`` by the point estimate, with ``(CI spans
-it)`` where the interval reaches across the threshold. Stale runs (other code) count only when asked.
+the figure is still shown), else :func:`verdict`'s direction and size from the paired interval
+(``inconclusive; smaller``). Stale runs (other code) count only when asked.
 """
 
 from __future__ import annotations
@@ -168,20 +168,32 @@ def _contrast(store: Store, claim: Claim, first: pd.Series, second: pd.Series) -
     return ratio, c.pct_base_ci_low, c.pct_base_ci_high
 
 
-def verdict(figure: float, low: float | None, high: float | None, threshold: float, setting: str) -> str:
-    """agrees / does not by the point estimate (noting an interval across the threshold), or why the setting differs."""
+def verdict(figure: float, low: float | None, high: float | None, threshold: float, paper: float, setting: str = "") -> str:
+    """A claim's verdict from our figure and its paired 95% interval [low, high]: ``direction; size``.
+
+    Direction, the interval against the claim's ``threshold`` (the figure must reach it): ``agrees``
+    (the interval lies at or beyond it), ``disagrees`` (wholly short of it), ``inconclusive`` (it spans
+    the threshold). Size, the interval against the ``paper``'s figure: ``matches`` (it holds the
+    paper's figure), ``smaller`` (wholly below it), ``larger`` (wholly above). Paper 002's SAT contrast,
+    101.5% [97.2, 106.0] against a threshold of 100 and the paper's 124.9%: ``inconclusive; smaller``.
+    Without an interval, the direction by the point estimate, marked ``(no interval)``; a run in
+    another regime or protocol: ``setting differs: why`` (``setting``)."""
     if setting:
         return f"setting differs: {setting}"
-    spans = low is not None and not pd.isna(low) and low < threshold <= high
-    return ("agrees" if figure >= threshold else "does not") + (" (CI spans it)" if spans else "")
+    if low is None or pd.isna(low):
+        return ("agrees" if figure >= threshold else "disagrees") + " (no interval)"
+    direction = "agrees" if low >= threshold else "disagrees" if high < threshold else "inconclusive"
+    size = "matches" if low <= paper <= high else "smaller" if high < paper else "larger"
+    return f"{direction}; {size}"
 
 
 def assess(store: Store, claim: Claim, rows: list[PaperResult], stale: list[str]) -> dict[str, str]:
     """One claim's row of the table (see the module docstring)."""
     reference = paper_rows(claim.first, rows)[0]
+    paper = paper_figure(claim, rows)
     out = {
         "paper": f"{PAPER_IDS[claim.paper]} {claim.paper}", "table": claim.table, "claim": claim.text,
-        "paper figure": f"{paper_figure(claim, rows):.1f}%", "harness figure [95% CI]": "-", "runs": "-",
+        "paper figure": f"{paper:.1f}%", "harness figure [95% CI]": "-", "runs": "-",
         "family (paper / run)": model_family(reference.base_model), "verdict": "no run yet",
     }
     p = SimpleNamespace(regime=paper_regime(reference.paper, reference.table), setting=reference.setting, notes=reference.notes, metric=None)
@@ -213,7 +225,7 @@ def assess(store: Store, claim: Claim, rows: list[PaperResult], stale: list[str]
     out.update({
         "harness figure [95% CI]": f"{figure:.1f}%{_interval(low, high)}",
         "family (paper / run)": f"{model_family(reference.base_model)} / {model_family(run.model)}",
-        "verdict": f"does not: {unmet}" if unmet and not setting else verdict(figure, low, high, claim.threshold, setting)
+        "verdict": f"disagrees: {unmet}" if unmet and not setting else verdict(figure, low, high, claim.threshold, paper, setting)
         + (f"; {unmet}" if unmet and setting else ""),
     })
     return out
