@@ -367,6 +367,7 @@ def _recode_v4(con: duckdb.DuckDBPyConnection) -> None:
     reused. A run the old rule called stale keeps its fingerprint and stays stale."""
     rows = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE coalesce(code, '') <> ''").fetchall()
     codes: dict[tuple[str, str], tuple[str, str]] = {}
+    updates = []
     for row in rows:
         r = dict(zip(RUN_COLUMNS, row))
         pair = (r["adapter"], r["suite"])
@@ -375,10 +376,9 @@ def _recode_v4(con: duckdb.DuckDBPyConnection) -> None:
         old, new = codes[pair]
         if old and r["code"] == old:
             spec = dataclasses.replace(_spec_from_row(r), code=new)
-            con.execute(
-                "UPDATE runs SET code = ?, config_hash = ?, variant = ? WHERE run_id = ?",
-                [new, spec.config_hash, spec.variant, r["run_id"]],
-            )
+            updates.append([new, spec.config_hash, spec.variant, r["run_id"]])
+    if updates:
+        con.executemany("UPDATE runs SET code = ?, config_hash = ?, variant = ? WHERE run_id = ?", updates)
 
 
 def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, writing: bool) -> None:
