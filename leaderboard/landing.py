@@ -82,7 +82,7 @@ def filtered(summary: pd.DataFrame) -> Filtered:
         "Include stale runs", value=False, key="stale", bind="query-params",
         help=f"{overview.SYMBOLS['stale']} runs {overview.MEANINGS['stale']}",
     )
-    hidden = summary.stale & keep & ~stale
+    hidden = summary.stale & keep & (not stale)  # `~` on a bool is -1 or -2 (deprecated from Python 3.12 on)
     return Filtered(summary[keep & ~hidden], aggregate, int(hidden.sum()), axis)
 
 

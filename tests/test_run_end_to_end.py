@@ -78,6 +78,26 @@ def test_same_command_reuses_both_runs(smoke_db):
     assert Store(smoke_db).query("SELECT count(*) AS n FROM runs WHERE suite = 'xnli' AND profile = 'smoke'").n[0] == 2
 
 
+def test_a_run_made_on_another_device_is_reused_and_says_where_it_was_timed(smoke_db, tmp_path):
+    """The device is not part of a run's identity (scores agree across devices within noise): a CPU
+    request reuses runs made on CUDA, and the output names the device their efficiency figures are from."""
+    import shutil
+
+    import duckdb
+
+    db = tmp_path / "made_on_cuda.duckdb"
+    shutil.copy(smoke_db, db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE runs SET device = 'cuda'")
+    args = ["run", "--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--profile", "smoke", "--set", "k=256",
+            "--device", "cpu", "--db", str(db)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.output.count(" on cuda)") == 2  # the compression table's baseline and asg columns
+    assert "timed in this run on cuda" in result.output
+    assert Store(db).query("SELECT count(*) AS n FROM runs").n[0] == 2
+
+
 def test_missing_data_is_an_error_even_when_the_run_is_stored(smoke_db, tmp_path):
     """A stored identical run is not reused before the data directory is checked."""
     args = ["run", "--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--profile", "smoke", "--set", "k=256",

@@ -175,7 +175,7 @@ def _with_ci(s) -> str:
 
 def _column_title(o) -> str:
     r = o.record
-    reused = f" (reused: run of {r.finished_at[:16].replace('T', ' ')})" if o.reused else ""
+    reused = f" (reused: run of {r.finished_at[:16].replace('T', ' ')} on {r.device})" if o.reused else ""
     return f"{r.spec.adapter}{reused}"
 
 
@@ -216,17 +216,19 @@ def _compression_column(r: RunRecord) -> list[str]:
 
 def _efficiency_table(outcomes) -> Table:
     """The method beside the unchanged model timed in the same run (alternating rounds), with ratios;
-    a baseline-only run shows its own figures. Figures from another run are labelled with its date."""
+    a baseline-only run shows its own figures. The title names the device they were timed on (a
+    reused run's, which may not be this one's: the device is not part of a run's identity), and a
+    reused run's date."""
     method = outcomes[-1].record
     phases = {e.phase: e for e in method.efficiency}
     in_run = {p[len(BASE_PHASE):]: e for p, e in phases.items() if p.startswith(BASE_PHASE)}
     own = {p: e for p, e in phases.items() if not p.startswith(BASE_PHASE)}
     if in_run:
-        table = Table(title=f"efficiency: unchanged model and {method.spec.adapter}, timed in this run in alternating rounds")
+        table = Table(title=f"efficiency: unchanged model and {method.spec.adapter}, timed in this run on {method.device} in alternating rounds")
         columns = [("unchanged", in_run), (method.spec.adapter, own)]
     else:
         when = "" if not outcomes[-1].reused else f" (run of {method.finished_at[:16].replace('T', ' ')})"
-        table = Table(title=f"efficiency{when}")
+        table = Table(title=f"efficiency on {method.device}{when}")
         columns = [(method.spec.adapter, own)]
     table.add_column("phase")
     table.add_column("")

@@ -13,8 +13,10 @@ stale (``harness results``, ``harness show``, the leaderboard). The modules coun
 * but not the modules that only record or present a result (:data:`NOT_SCORING`: the store,
   records, provenance, the CLI, the registry, efficiency timing ...).
 
-Each module counts as ``ast.dump`` of its parsed source with docstrings removed, so comments,
-docstrings and formatting do not change the fingerprint; any change to the code does. Modules are
+Each module counts as its parsed source with docstrings removed, written by :func:`serialize` (not
+``ast.dump``, whose text differs between Python 3.11, 3.12 and 3.13), so comments, docstrings and
+formatting do not change the fingerprint, any change to the code does, and every supported Python
+computes the same one (``tests/test_fingerprint_portable.py`` pins it). Modules are
 located with :func:`importlib.util.find_spec` and never imported (parent packages are, and theirs
 are light), so the read side can tell stale from current without torch.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Callable
 
 PROTOCOL = (
     "harness.runner.pipeline", "harness.measure.metrics", "harness.measure.paired", "harness.measure.compare",
@@ -47,13 +50,14 @@ there leaves stored runs current. (A budget's values are part of the identity th
 GROUPS = {"adapter": "harness.adapters", "suite": "harness.suites"}
 
 
-def code_fingerprint(adapter: str, suite: str) -> str:
+def code_fingerprint(adapter: str, suite: str, module_text: Callable[[str], str] | None = None) -> str:
     """The fingerprint of the code that scores ``adapter`` on ``suite`` (16 hex digits); ``""`` when
-    either is not installed (a run of it can then never be current)."""
+    either is not installed (a run of it can then never be current). ``module_text`` writes a module
+    by another rule (the store's migration passes schema v4's)."""
     roots = [_entry_module("adapter", adapter), _entry_module("suite", suite)]
     if None in roots:
         return ""
-    return _digest(tuple(sorted(set(PROTOCOL) | set(roots))), roots[0].partition(".")[0])
+    return _digest(tuple(sorted(set(PROTOCOL) | set(roots))), roots[0].partition(".")[0], module_text)
 
 
 def adapter_fingerprint(adapter: str) -> str:
@@ -89,10 +93,11 @@ def modules(roots: tuple[str, ...], own_package: str = "harness") -> list[str]:
     return sorted(seen)
 
 
-def _digest(roots: tuple[str, ...], own_package: str) -> str:
+def _digest(roots: tuple[str, ...], own_package: str, module_text: Callable[[str], str] | None = None) -> str:
+    text = module_text or (lambda name: _parsed(name).text)
     h = hashlib.sha256()
     for name in modules(roots, own_package):
-        h.update(name.encode() + b"\0" + _parsed(name).dump.encode() + b"\0")
+        h.update(name.encode() + b"\0" + text(name).encode() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -102,9 +107,11 @@ def _entry_module(kind: str, name: str) -> str | None:
 
 @lru_cache(maxsize=None)
 def _entry_modules(kind: str) -> dict[str, str]:
-    """Name -> module of a group's entry points, read once per process as the registry reads them
-    (each read scans every installed distribution: 25 ms, most of a fingerprint's cost)."""
-    return {ep.name: ep.module for ep in reversed(entry_points(group=GROUPS[kind]))}  # the first of a name wins
+    """Name -> module of a group's entry points, read once per process as the registry reads them, in
+    order, the last of a name kept (each read scans every installed distribution: 25 ms, most of a
+    fingerprint's cost). Only iterated: from Python 3.12 on, ``EntryPoints`` is a tuple indexed by
+    name, so ``reversed`` or an integer index fails there."""
+    return {ep.name: ep.module for ep in entry_points(group=GROUPS[kind])}
 
 
 def _counted(name: str, own_package: str) -> bool:
@@ -148,7 +155,7 @@ def _imports(name: str, own_package: str) -> list[str]:
 
 @dataclass(frozen=True)
 class _Parsed:
-    dump: str                                          # ast.dump without docstrings
+    text: str                                          # the normalized tree, as :func:`serialize` writes it
     imports: tuple[tuple[str, tuple[str, ...]], ...]   # (absolute module, names imported from it; () for ``import m``)
 
 
@@ -160,9 +167,9 @@ def _parsed(name: str) -> _Parsed:
 
 @lru_cache(maxsize=None)
 def _parse(name: str, path: Path, mtime_ns: int, size: int) -> _Parsed:
-    """A module's normalized tree and its imports (cached per file version: a long-running reader
+    """A module's serialized tree and its imports (cached per file version: a long-running reader
     sees an edited module)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = normalized_tree(path)
     package = name if path.stem == "__init__" else name.rpartition(".")[0]
     imports = []
     for node in ast.walk(tree):
@@ -174,8 +181,58 @@ def _parse(name: str, path: Path, mtime_ns: int, size: int) -> _Parsed:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             imports.append((base, tuple(a.name for a in node.names)))
+    return _Parsed(serialize(tree), tuple(imports))
+
+
+def normalized_tree(path: Path) -> ast.Module:
+    """The module's syntax tree, normalized (:func:`normalize`)."""
+    return normalize(ast.parse(path.read_text(encoding="utf-8")))
+
+
+def normalize(tree: ast.Module) -> ast.Module:
+    """``tree`` without docstrings, its f-strings' literal parts joined (Python 3.12 writes an empty
+    part after a nested replacement field in a format spec, 3.11 and 3.13 do not); changed in place."""
+    for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
                 node.body = node.body[1:] or [ast.Pass()]
-    return _Parsed(ast.dump(tree), tuple(imports))
+        elif isinstance(node, ast.JoinedStr):
+            node.values = _joined(node.values)
+    return tree
+
+
+def _joined(values: list[ast.expr]) -> list[ast.expr]:
+    out: list[ast.expr] = []
+    for v in values:
+        if isinstance(v, ast.Constant) and isinstance(v.value, str):
+            if not v.value:
+                continue
+            if out and isinstance(out[-1], ast.Constant) and isinstance(out[-1].value, str):
+                out[-1] = ast.Constant(out[-1].value + v.value)
+                continue
+        out.append(v)
+    return out
+
+
+LEXICAL = frozenset({"kind", "type_comment"})
+"""Fields that record how code was written, not what it does: a string's ``u`` prefix, a ``# type:``
+comment (never parsed here)."""
+
+
+def serialize(node: ast.AST | list | object) -> str:
+    """A syntax tree as text that every supported Python writes alike: node type, then its fields in
+    name order, each a node, a list or a literal's ``ascii`` (``repr`` leaves a character unescaped
+    when the Python's Unicode database calls it printable, and that database grows); fields that are
+    None or empty lists are left out (3.13's ``ast.dump`` drops them, 3.12 adds an empty
+    ``type_params``), and so are :data:`LEXICAL` ones. Positions are never written."""
+    if isinstance(node, ast.AST):
+        fields = []
+        for name in sorted(node._fields):
+            value = getattr(node, name, None)
+            if name not in LEXICAL and value is not None and value != []:
+                fields.append(f"{name}={serialize(value)}")
+        return f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, list):
+        return f"[{','.join(serialize(v) for v in node)}]"
+    return ascii(node)

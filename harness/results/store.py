@@ -11,7 +11,8 @@ nothing is lost. Runs whose process died are marked failed by the next writer
 
 Schema versions: a writer upgrades a database of an older version in place (columns are only ever
 added, with ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``, and rows are written by column name); a
-reader of an older database is told to let a writer upgrade it.
+reader of an older database is told to let a writer upgrade it. v4 -> v5 rewrites data, in the same
+transaction that records v5: the code fingerprint's rule changed (:func:`_recode_v4`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ import pandas as pd
 
 from harness.errors import EmptyStoreError, StoreBusyError, StoreError
 from harness.results import liveness
-from harness.results.fingerprint import is_stale
+from harness.results.fingerprint import code_fingerprint, is_stale
 from harness.results.journal import Journal
+from harness.results.legacy_fingerprint import legacy_code_fingerprint
 from harness.results.records import (
     Comparison,
     CompressionReport,
@@ -45,7 +47,7 @@ from harness.results.records import (
 )
 from harness.results.reference import PaperResult
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -99,6 +101,7 @@ ALTER TABLE paper_results ADD COLUMN IF NOT EXISTS paper_setting VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS code VARCHAR;
 ALTER TABLE comparisons ADD COLUMN IF NOT EXISTS unpaired VARCHAR;
 ALTER TABLE items ADD COLUMN IF NOT EXISTS cluster VARCHAR;
+-- schema v4 -> v5: no new column; runs.code moves to the fingerprint rule of every Python (_recode_v4)
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.code, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
        CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, r.variant, s.task, s.language, s.split,
@@ -180,10 +183,13 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect(read_only=False) as con:
             _check_schema(con, self.path, writing=True)
+            version = _schema_version(con)
             con.execute(SCHEMA)
-            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             con.execute("BEGIN TRANSACTION")
             try:
+                if version is not None and version < 5:
+                    _recode_v4(con)
+                con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
                 yield con
                 con.execute("COMMIT")
             except BaseException:
@@ -361,6 +367,28 @@ def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
     return int(row[0]) if row is not None else SCHEMA_VERSION
 
 
+def _recode_v4(con: duckdb.DuckDBPyConnection) -> None:
+    """Schema v4 -> v5: fingerprints move from ``ast.dump`` (whose text depends on the Python) to
+    :func:`harness.results.fingerprint.serialize`. A run whose stored fingerprint is the old rule's
+    for the installed code (:func:`~harness.results.legacy_fingerprint.legacy_code_fingerprint`)
+    gets the new rule's, with the config hash and variant that contain it: it stays current and
+    reused. A run the old rule called stale keeps its fingerprint and stays stale."""
+    rows = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE coalesce(code, '') <> ''").fetchall()
+    codes: dict[tuple[str, str], tuple[str, str]] = {}
+    updates = []
+    for row in rows:
+        r = dict(zip(RUN_COLUMNS, row))
+        pair = (r["adapter"], r["suite"])
+        if pair not in codes:
+            codes[pair] = (legacy_code_fingerprint(*pair), code_fingerprint(*pair))
+        old, new = codes[pair]
+        if old and r["code"] == old:
+            spec = dataclasses.replace(_spec_from_row(r), code=new)
+            updates.append([new, spec.config_hash, spec.variant, r["run_id"]])
+    if updates:
+        con.executemany("UPDATE runs SET code = ?, config_hash = ?, variant = ? WHERE run_id = ?", updates)
+
+
 def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, writing: bool) -> None:
     """Refuse a database of a newer schema version; an older one (v2 on) a writer upgrades in place
     and a reader refuses, naming the command that upgrades it."""
@@ -398,13 +426,17 @@ def _iso(value: datetime) -> str:
     return value.astimezone(timezone.utc).isoformat(timespec="seconds")
 
 
-def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list, comparisons: list) -> RunRecord:
-    spec = RunSpec(
+def _spec_from_row(r: dict) -> RunSpec:
+    return RunSpec(
         r["model"], r["model_revision"], r["adapter"], json.loads(r["adapter_config"]), r["suite"],
         json.loads(r["suite_config"]), r["profile"], r["seed"], json.loads(r["recipe"]),
         json.loads(r["adapter_budget"] or "{}"), json.loads(r["data"] or "{}"), json.loads(r["fit_data"] or "{}"),
         r["code"] or "",
     )
+
+
+def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list, comparisons: list) -> RunRecord:
+    spec = _spec_from_row(r)
     prov = Provenance(
         r["git_sha"], r["adapter_package"], r["adapter_version"], r["host"], r["pid"],
         json.loads(r["hardware"]), json.loads(r["versions"]), json.loads(r["data_files"]),
