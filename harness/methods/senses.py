@@ -310,17 +310,17 @@ class SenseDictionary(nn.Module, TokenStorage):
     Marked :class:`~harness.adapter.TokenStorage`, so the compression report counts it with the
     token-embedding storage. ``align`` is SKD's W_align (paper 004 Section 3.3): a linear map from a narrower student's
     vectors into the dictionary's width, applied before the senses are scored; None when the widths
-    match (a student cut from the teacher's own layers). ``mcl_clusters``: the Markov cluster count
-    per token id the senses came from (0 where MCL did not run; None for k-means), a fact of the
-    build for :meth:`statistics`, not part of the model's state.
+    match (a student cut from the teacher's own layers). ``mcl``: what Markov clustering found
+    while building it (:func:`mcl_summary`; None for k-means), reported by :meth:`statistics` and
+    kept as plain numbers, so a saved and reloaded dictionary still reports it.
     """
 
     def __init__(self, offsets: torch.Tensor, senses: torch.Tensor, align: nn.Module | None = None,
-                 mcl_clusters: np.ndarray | None = None):
+                 mcl: dict[str, float] | None = None):
         super().__init__()
         self.register_buffer("offsets", offsets.to(torch.int64))
         self.register_buffer("senses", senses)
-        self.mcl_clusters = mcl_clusters  # a plain array: neither a buffer nor counted in the model's bytes
+        self.mcl = tuple(mcl.items()) if mcl is not None else None  # (name, number) pairs: data the saved model keeps
         self.align = align
         self.active = True  # False while suspended(): the hook passes the model's own vectors through
 
@@ -418,11 +418,11 @@ class SenseDictionary(nn.Module, TokenStorage):
             "table6": table6_bins(have),
             "dictionary_bytes": self.nbytes(),
             "dtype": str(self.senses.dtype).removeprefix("torch."),
-            **({"mcl": mcl_summary(self.mcl_clusters)} if self.mcl_clusters is not None else {}),
+            **({"mcl": dict(self.mcl)} if self.mcl is not None else {}),
         }
 
 
-def mcl_summary(clusters: np.ndarray) -> dict[str, Any]:
+def mcl_summary(clusters: np.ndarray) -> dict[str, float]:
     """Markov cluster counts over the tokens MCL ran on (``clusters`` per token id, 0 where it did not):
     how many it ran on, how many it gave a single cluster, and the median, 90th percentile and
     largest count. A single cluster gives the minimum 5 senses (:func:`mcl_senses`)."""
@@ -472,7 +472,7 @@ def build(vectors: TokenVectors, vocab_size: int, k: int, clustering: Clustering
     # parts follow ascending token ids, the order the ragged offsets address
     offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]))
     senses = torch.from_numpy(np.concatenate(parts)).to(torch.float16 if fp16 else torch.float32)
-    return SenseDictionary(offsets, senses, mcl_clusters=clusters if clustering == "mcl" else None)
+    return SenseDictionary(offsets, senses, mcl=mcl_summary(clusters) if clustering == "mcl" else None)
 
 
 def fit_dictionary(model: nn.Module, fit: Any, settings: SenseSettings) -> tuple[SenseDictionary, list[Window], dict[str, Any]]:
