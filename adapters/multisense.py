@@ -14,7 +14,10 @@ replaced by senses from a dictionary built over a fit corpus.
 Reported with the run (``details``): dictionary bytes (also in the compression report's stored
 bytes: the dictionary is part of the model's state), tokens with senses, the senses-per-token
 histogram, the share of tokens with fewer than k senses (paper 004 Table 5's "< 15 senses") and
-Table 6's bins (``table6``: tokens with at most / more than 15 senses).
+Table 6's bins (``table6``: tokens with at most / more than 15 senses); with ``clustering=mcl`` also
+what Markov clustering found (``mcl``: the tokens it gave a single cluster, hence the minimum 5
+senses, as it does almost every MiniLM token because their vectors lie close: see
+:mod:`harness.methods.senses`, whose counts equal the authors' scripts').
 
 Choices where the paper is silent:
 

@@ -15,10 +15,13 @@ linear), seconds to cluster, and least-squares lines with R^2 for the whole and 
 With ``--mcl`` a Markov-clustering dictionary is built per vector cap too (each token's own number
 of senses, not capped by k: :func:`harness.methods.senses.senses_wanted`), and its senses per token
 are printed in paper 004 Table 6's bins (tokens with at most / more than 15 senses) beside the
-paper's row for Llama-3-8B-Instruct (read from ``paper_results.csv``).
+paper's row for Llama-3-8B-Instruct (read from ``paper_results.csv``), with what MCL found (tokens
+it gave one cluster, the median and largest cluster count). ``--mcl-scales 1,30`` adds, at the
+largest cap, dictionaries of the same vectors multiplied by each scale other than 1: the MCL count
+follows the vectors' scale, not their geometry (docs/methods.md).
 
     python -m benchmarks.sense_dictionary [--tokens 40000] [--caps 25,50,100,200,400] [--ks 1,5,10,15,20,30]
-        [--mcl] [--out benchmarks/out/sense_dictionary.json]
+        [--mcl] [--mcl-scales 1] [--out benchmarks/out/sense_dictionary.json]
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def dictionary_row(sampled: senses.TokenVectors, vocab: int, k: int, clustering:
         "formula_dictionary_bytes": int(np.minimum(kept, k).sum()) * dim * 2 + 8 * (vocab + 1) if clustering == "kmeans" else None,
         "frequent_dictionary_bytes": int(d.counts()[torch.from_numpy(sampled.ids[frequent])].sum()) * dim * 2,
         "share_below_k": round(stats["share_below_k"], 4), "max_senses": max(stats["senses_per_token_histogram"]),
-        "table6": stats["table6"], "cluster_s": round(seconds, 2),
+        "table6": stats["table6"], "mcl": stats.get("mcl"), "cluster_s": round(seconds, 2),
     }
 
 
@@ -72,13 +75,24 @@ def paper_table6() -> dict[str, float]:
 
 
 def table6_lines(paper: dict[str, float], rows: list[dict]) -> list[str]:
-    """Table 6's bins, the paper's row and one per MCL dictionary, as printed text."""
+    """Table 6's bins, the paper's row and one per MCL dictionary, as printed text, with what MCL
+    found (tokens given one cluster of those it ran on; median and largest cluster count)."""
     t = senses.TABLE6_SENSES
-    out = [f"{'senses per token (paper 004 Table 6)':<38}{'valid tokens':>13}{f'<= {t} senses':>20}{f'> {t} senses':>20}"]
-    for name, bins in [("Llama-3-8B-Instruct, MTEB (paper)", paper), *((f"MiniLM, WikiText-2, cap={r['cap']}", r["table6"]) for r in rows)]:
+    out = [f"{'senses per token (paper 004 Table 6)':<44}{'valid tokens':>13}{f'<= {t} senses':>20}{f'> {t} senses':>20}"
+           f"{'MCL: one cluster':>20}{'median, max c':>15}"]
+    named = [(f"MiniLM, WikiText-2, cap={r['cap']}" + (f", vectors x{r['scale']:g}" if r.get("scale", 1) != 1 else ""), r) for r in rows]
+    for name, row in [("Llama-3-8B-Instruct, MTEB (paper)", {"table6": paper}), *named]:
+        bins, mcl = row["table6"], row.get("mcl")
         cells = [f"{int(bins[f'n_tokens_{side}{t}_senses']):,} ({bins[f'pct_tokens_{side}{t}_senses']:.2f}%)" for side in ("le", "gt")]
-        out.append(f"{name:<38}{int(bins['n_valid_tokens']):>13,}{cells[0]:>20}{cells[1]:>20}")
+        found = (f"{mcl['tokens_one_cluster']:,} of {mcl['tokens_clustered']:,}", f"{mcl['clusters_median']:g}, {mcl['clusters_max']}") if mcl and mcl["tokens_clustered"] else ("", "")
+        out.append(f"{name:<44}{int(bins['n_valid_tokens']):>13,}{cells[0]:>20}{cells[1]:>20}{found[0]:>20}{found[1]:>15}")
     return out
+
+
+def scaled(sampled: senses.TokenVectors, scale: float) -> senses.TokenVectors:
+    """The same sample with every vector multiplied by ``scale`` (same geometry, distances x scale)."""
+    vectors = (sampled.vectors.astype(np.float32) * scale).astype(sampled.vectors.dtype)
+    return senses.TokenVectors(sampled.ids, sampled.offsets, vectors, sampled.seen, sampled.tokens_read)
 
 
 def main() -> None:
@@ -87,6 +101,7 @@ def main() -> None:
     parser.add_argument("--caps", default="25,50,100,200,400", help="vector caps per token")
     parser.add_argument("--ks", default="1,5,10,15,20,30", help="sense caps k (paper 004 Table 11's range)")
     parser.add_argument("--mcl", action="store_true", help="also build Markov-clustering dictionaries per vector cap")
+    parser.add_argument("--mcl-scales", default="1", help="with --mcl: also cluster the largest cap's vectors multiplied by these scales")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/out/sense_dictionary.json"))
     args = parser.parse_args()
     caps, ks = [int(c) for c in args.caps.split(",")], [int(k) for k in args.ks.split(",")]
@@ -117,7 +132,10 @@ def main() -> None:
     }
     if args.mcl:  # k (Table 5's 15) only sets share_below_k: MCL picks each token's number itself
         mcl = [{"cap": c, **dictionary_row(full.capped(c), vocab, 15, "mcl", often_cap)} for c in caps]
-        result |= {"mcl_by_vector_cap": mcl, "mcl_dictionary_bytes_vs_cap": linear_fit(caps, [r["dictionary_bytes"] for r in mcl]),
+        mcl += [{"cap": max(caps), "scale": s, **dictionary_row(scaled(full, s), vocab, 15, "mcl", often_cap)}
+                for s in map(float, args.mcl_scales.split(",")) if s != 1]
+        result |= {"mcl_by_vector_cap": mcl,
+                   "mcl_dictionary_bytes_vs_cap": linear_fit(caps, [r["dictionary_bytes"] for r in mcl[:len(caps)]]),
                    "paper_table6": paper_table6()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))

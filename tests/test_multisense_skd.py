@@ -33,6 +33,10 @@ def test_smoke_runs_report_the_dictionary(db, data_dir):
     assert sum(hist.values()) == facts["tokens_with_senses"] == facts["table6"]["n_valid_tokens"]
     assert facts["table6"]["n_tokens_gt15_senses"] == sum(c for n, c in hist.items() if n > 15)
     assert facts["share_below_k"] == pytest.approx(sum(c for n, c in hist.items() if n < 3) / facts["tokens_with_senses"])
+    # MCL ran on the tokens with 5 vectors or more, each of which gets at least 5 senses; the others keep theirs
+    assert facts["mcl"]["tokens_clustered"] == sum(c for n, c in hist.items() if n >= 5) > 0
+    assert 0 <= facts["mcl"]["tokens_one_cluster"] <= facts["mcl"]["tokens_clustered"]
+    assert facts["fit_cache"]["key"] is not None and facts["fit_cache"]["note"] is None  # the MCL dictionary saves: its fit is cached
     assert ms.compression.storage_bytes_after == ms.compression.storage_bytes_before + facts["dictionary_bytes"]
     base = {(s.task, s.metric): s.value for s in store.load(ms.baseline_run_id).scores}
     assert len(ms.scores) == 2

@@ -97,11 +97,12 @@ def test_mcl_finds_separated_groups_and_sets_k_from_them():
     points = _groups(3, 30)
     assert senses.mcl_clusters(points) == 3
     # c = 3 clusters (<= 900): k_t = max(int(0.1 * 3), 5) = 5, whatever k (it caps only k-means)
-    assert senses.senses_wanted(points, 15, "mcl") == 5
-    assert senses.senses_wanted(points, 4, "mcl") == 5
-    assert senses.senses_wanted(points, 4, "kmeans") == 4
-    assert senses.senses_wanted(points[:4], 2, "mcl") == 4  # under 5 vectors: kept as they are
-    assert senses.senses_wanted(points[:7], 15, "mcl") <= 7  # never more senses than vectors
+    assert senses.senses_wanted(points, 15, "mcl") == (5, 3)
+    assert senses.senses_wanted(points, 4, "mcl") == (5, 3)
+    assert senses.senses_wanted(points, 4, "kmeans") == (4, 0)
+    assert senses.senses_wanted(points[:4], 2, "mcl") == (4, 0)  # under 5 vectors: kept as they are, no MCL
+    assert senses.senses_wanted(points[:7], 15, "mcl")[0] <= 7  # never more senses than vectors
+    assert [senses.mcl_senses(c, 2000) for c in (1, 49, 160, 900, 901)] == [5, 5, 16, 90, 360]  # 10%, 40% above 900
 
 
 def test_mcl_gives_a_token_more_than_k_senses_and_table6_counts_it():
@@ -117,6 +118,91 @@ def test_mcl_gives_a_token_more_than_k_senses_and_table6_counts_it():
     assert stats["senses_per_token_histogram"] == {5: 1, 17: 1}
     assert stats["table6"] == {"n_valid_tokens": 2, "n_tokens_le15_senses": 1, "pct_tokens_le15_senses": 50.0,
                                "n_tokens_gt15_senses": 1, "pct_tokens_gt15_senses": 50.0}
+    assert stats["mcl"] == {"tokens_clustered": 2, "tokens_one_cluster": 0, "clusters_median": 86.5,
+                            "clusters_p90": pytest.approx(153.3), "clusters_max": 170}
+    assert stats["dictionary_bytes"] == d.nbytes() == sum(t.numel() * t.element_size() for t in d.state_dict().values())
+    assert "mcl" not in senses.build(sampled, VOCAB, k=15, clustering="kmeans").statistics(15)
+
+
+def _authors_mcl_count(x: np.ndarray) -> int:
+    """The Markov cluster count of the authors' a1_mclmulti.py (SenseDictionary/Llama), written out
+    step by step in numpy from what it runs (``markov_clustering.run_mcl`` and ``get_clusters`` with
+    inflation 1.65, expansion 2 and the library's defaults): similarity 1 / (euclidean + 0.01), the
+    diagonal set to the self-loop weight 1, columns normalised; then up to 100 times: square,
+    raise to 1.65 and renormalise the columns, zero entries below 1e-3 except each column's largest,
+    stop when unchanged (np.allclose); one cluster per distinct row of an attractor (a node with
+    flow to itself)."""
+    x = x.astype(np.float64)
+    m = 1.0 / (np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)) + 0.01)
+    np.fill_diagonal(m, 1.0)
+    m = m / m.sum(0)
+    for _ in range(100):
+        last = m
+        m = (m @ m) ** 1.65
+        m = m / m.sum(0)
+        keep = m >= 1e-3
+        keep[m.argmax(0), np.arange(len(m))] = True
+        m = np.where(keep, m, 0.0)
+        if np.allclose(m, last):
+            break
+    return len({tuple(np.flatnonzero(m[a])) for a in np.flatnonzero(np.diag(m))})
+
+
+def _authors_senses(x: np.ndarray) -> int:
+    """Senses per token of the authors' a1_kmeans_withmcl.py (run_multithread_cluster.sh's settings):
+    under 5 vectors none are clustered (MCL "returns" the vectors); k = int(0.4 c) above 900 MCL
+    clusters, else int(0.1 c), raised to 5; the vectors themselves when there are no more than k."""
+    c = len(x) if len(x) < 5 else _authors_mcl_count(x)
+    k = max(int(c * (0.4 if c > 900 else 0.1)), 5)
+    return len(x) if len(x) <= k else k
+
+
+def test_mcl_counts_equal_the_authors_procedure_and_follow_the_vectors_scale():
+    """Per-token sense counts equal the authors' procedure (step by step above) on fixed vectors,
+    in both of MCL's regimes: one Gaussian cloud with distances about 5 (as MiniLM's last layer
+    has) is one cluster, so 5 senses; the same cloud 10x or 30x larger is split, into 22 and into
+    one cluster per vector (200, so 20 senses: more than Table 6's 15): the similarity's self-loop
+    weight is fixed at 1 while the similarities scale as 1 / distance, so the count follows the
+    vectors' scale, not their geometry."""
+    rng = np.random.default_rng(0)
+    cloud = rng.normal(size=(200, 16))
+    tokens = [cloud[:60], 10 * cloud, 30 * cloud, _groups(3, 30), cloud[:4]]
+    expected_clusters = [1, 22, 200, 3, 0]
+    for x, c in zip(tokens, expected_clusters, strict=True):
+        assert senses.senses_wanted(x.astype(np.float32), 15, "mcl")[1] == c
+        if c:
+            assert _authors_mcl_count(x.astype(np.float32)) == c
+    vectors = np.concatenate(tokens).astype(np.float16)
+    offsets = np.cumsum([0, *map(len, tokens)])
+    ids = np.arange(2, 2 + len(tokens))
+    sampled = senses.TokenVectors(ids, offsets, vectors, np.diff(offsets), len(vectors))
+    d = senses.build(sampled, VOCAB, k=15, clustering="mcl", fp16=False)
+    authors = [_authors_senses(sampled.of(i).astype(np.float32)) for i in range(len(ids))]
+    assert d.counts()[ids].tolist() == authors == [5, 5, 20, 5, 4]
+    assert d.statistics(15)["mcl"]["tokens_one_cluster"] == 1
+
+
+def test_mcl_gives_minilms_frequent_tokens_one_cluster(minilm_ref, data_dir):
+    """Why MiniLM's dictionary has 5 senses everywhere (docs/methods.md): its last-layer vectors
+    of one token lie within a few units of each other, so MCL finds a single cluster (as the
+    authors' procedure does on them); the same vectors 30x larger split into many clusters."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from harness.sources import corpora
+
+    tokenizer, model = AutoTokenizer.from_pretrained(minilm_ref.location), AutoModel.from_pretrained(minilm_ref.location)
+    texts = corpora.load("wikitext2_train", data_dir).texts
+    windows = senses.fit_windows(tokenizer, texts, 128, 4_000, seed=0)
+    sampled = senses.collect(model, windows, 120, model.get_input_embeddings().num_embeddings,
+                             pad_id=tokenizer.pad_token_id, batch_size=16, seed=0)
+    frequent = int(np.argmax(np.diff(sampled.offsets)))
+    x = sampled.of(frequent).astype(np.float32)
+    assert len(x) == 120 and np.median(np.linalg.norm(x[:, None] - x[None], axis=-1)) < 10
+    assert senses.mcl_clusters(x) == _authors_mcl_count(x) == 1
+    assert senses.mcl_clusters(30 * x) == _authors_mcl_count(30 * x) > 60
+    stats = senses.build(sampled, model.get_input_embeddings().num_embeddings, 15, "mcl").statistics(15)
+    assert stats["mcl"]["tokens_one_cluster"] >= 0.9 * stats["mcl"]["tokens_clustered"] > 0
+    assert stats["table6"]["n_tokens_gt15_senses"] == 0
 
 
 def test_drop_in_picks_the_largest_dot_product_and_feeds_the_pooler(tiny_encoder, sampled, windows):
@@ -151,7 +237,7 @@ def test_one_sense_per_token_makes_vectors_static(sampled):
     i = int(np.flatnonzero(sampled.ids == 1)[0])
     assert torch.equal(d.senses[d.offsets[1]], torch.from_numpy(sampled.of(i).astype(np.float32).mean(0)))  # the mean, exactly
     many = np.random.default_rng(0).normal(size=(600, 8))  # more than faiss's 256 training points for one centroid
-    np.testing.assert_array_equal(senses.token_senses(many, 1, "kmeans", 0), many.astype(np.float32).mean(0, keepdims=True))
+    np.testing.assert_array_equal(senses.token_senses(many, 1, 0), many.astype(np.float32).mean(0, keepdims=True))
     a, b = torch.randn(1, 1, 32), torch.randn(1, 1, 32)
     ids = torch.tensor([[1]])
     assert torch.equal(d.choose(ids, a), d.choose(ids, b))

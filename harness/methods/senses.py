@@ -37,14 +37,22 @@ DeBERTa/a1_gather_sense.py, a1_mclsingle.py; Llama/a1_mclmulti.py, a1_kmeans_wit
 * The cap is a uniform sample without replacement of each token's occurrences (the ``cap``
   smallest of one random key per occurrence), seeded; the authors' streaming rule only
   approximates this. Sampled vectors are held in fp16, as the authors' fp16 teacher produced them.
-* Markov clustering (Appendix C/H): similarity 1 / (euclidean distance + 0.01) between a token's
-  vectors, inflation 1.65, expansion 2 (``markov_clustering``, the authors' library, with its
-  defaults: self-loops 1, pruning 1e-3, at most 100 iterations); tokens with fewer than 5 vectors
-  are not clustered (they keep their vectors); with c MCL clusters k_t = int(0.4 c) if c > 900 else
-  int(0.1 c), at least 5 and at most the token's vectors, then k-means with k_t, all as in the
-  authors' scripts (a1_kmeans_withmcl.py). ``k`` does not cap k_t: each token gets its own number
-  (paper 004 Table 6: 20% of Llama's tokens have more than 15), reported in the bins Table 6 prints
-  (:data:`TABLE6_SENSES`).
+* Markov clustering (Appendix C/H) as the authors' scripts run it (Llama/a1_mclmulti.py,
+  a1_kmeans_withmcl.py, run_multithread_cluster.sh; the paper names only MCL, inflation 1.65,
+  expansion 2 and the 0.1 / 0.4 fractions, so the code settles the rest): similarity
+  1 / (euclidean distance + 0.01) between a token's vectors, ``markov_clustering`` (the authors'
+  library) with inflation 1.65, expansion 2 and its defaults (the diagonal set to self-loop weight
+  1, pruning below 1e-3 keeping each column's largest entry, at most 100 iterations), one cluster
+  per distinct attractor row; tokens with fewer than 5 vectors keep them; with c clusters
+  k_t = int(0.4 c) if c > 900 else int(0.1 c), at least 5, the token's vectors where it has no more
+  than k_t, else k-means with k_t. ``k`` does not cap k_t (paper 004 Table 6: 20% of Llama's tokens
+  have more than 15), reported in Table 6's bins (:data:`TABLE6_SENSES`) with what MCL found
+  (``mcl``: tokens given one cluster). Per-token counts equal those of the authors' two scripts run
+  on the same vectors (MiniLM, WikiText-2 quick fit: all 8,962 tokens, as read and 30x larger).
+  The count follows the vectors' scale, not only their geometry: the self-loop weight stays 1
+  while the similarities scale as 1 / distance. MiniLM's same-token vectors lie about 4 apart, so
+  MCL gives almost every token one cluster and k_t is the minimum 5, whatever the inflation; the
+  same vectors 30x apart split into up to one cluster per vector (docs/methods.md).
 """
 
 from __future__ import annotations
@@ -252,7 +260,9 @@ def collect(backbone: nn.Module, windows: Sequence[Window], cap: int, vocab_size
 
 
 def mcl_clusters(vectors: np.ndarray) -> int:
-    """Number of Markov clusters among one token's vectors (the paper's parameters, module docstring)."""
+    """Number of Markov clusters among one token's vectors, as the authors' a1_mclmulti.py counts
+    them (module docstring): ``markov_clustering`` on the similarity 1 / (euclidean distance + 0.01)
+    with inflation 1.65, expansion 2 and the library's defaults, one cluster per distinct attractor row."""
     with contextlib.redirect_stderr(io.StringIO()):  # the package writes a matplotlib notice on import
         import markov_clustering as mc
     similarity = 1.0 / (squareform(pdist(vectors.astype(np.float64), metric="euclidean")) + 0.01)
@@ -260,25 +270,30 @@ def mcl_clusters(vectors: np.ndarray) -> int:
     return len(mc.get_clusters(flow))
 
 
-def senses_wanted(vectors: np.ndarray, k: int, clustering: Clustering) -> int:
-    """How many senses a token with these vectors gets: k-means at most ``k``; Markov clustering its
-    own number from the MCL cluster count (module docstring), which ``k`` does not cap; never more
-    than its vectors."""
-    n = len(vectors)
-    if clustering == "kmeans":
-        return min(k, n)
-    if n < MCL_MIN_VECTORS:
-        return n
-    c = mcl_clusters(vectors)
-    k_t = int(c * (MCL_FRACTIONS[1] if c > MCL_THRESHOLD else MCL_FRACTIONS[0]))
+def mcl_senses(clusters: int, n: int) -> int:
+    """k_t of a token with ``n`` vectors and ``clusters`` Markov clusters (paper 004 Appendix C,
+    a1_kmeans_withmcl.py): 40% of the clusters above 900, else 10%, at least 5, at most ``n``."""
+    k_t = int(clusters * (MCL_FRACTIONS[1] if clusters > MCL_THRESHOLD else MCL_FRACTIONS[0]))
     return min(n, max(k_t, MCL_MIN_K))
 
 
-def token_senses(vectors: np.ndarray, k: int, clustering: Clustering, seed: int) -> np.ndarray:
+def senses_wanted(vectors: np.ndarray, k: int, clustering: Clustering) -> tuple[int, int]:
+    """How many senses a token with these vectors gets, and the Markov cluster count it came from
+    (0 where MCL did not run): k-means at most ``k``; Markov clustering :func:`mcl_senses` of
+    :func:`mcl_clusters` (``k`` does not cap it), tokens with fewer than 5 vectors keeping them."""
+    n = len(vectors)
+    if clustering == "kmeans":
+        return min(k, n), 0
+    if n < MCL_MIN_VECTORS:
+        return n, 0
+    c = mcl_clusters(vectors)
+    return mcl_senses(c, n), c
+
+
+def token_senses(vectors: np.ndarray, k_t: int, seed: int) -> np.ndarray:
     """(n, D) vectors of one token -> (k_t, D) float32 senses: the vectors themselves when k_t = n,
     their mean when k_t = 1, else k-means centroids."""
     points = vectors.astype(np.float32)
-    k_t = senses_wanted(points, k, clustering)
     if k_t == len(points):
         return points
     if k_t == 1:
@@ -295,13 +310,17 @@ class SenseDictionary(nn.Module, TokenStorage):
     Marked :class:`~harness.adapter.TokenStorage`, so the compression report counts it with the
     token-embedding storage. ``align`` is SKD's W_align (paper 004 Section 3.3): a linear map from a narrower student's
     vectors into the dictionary's width, applied before the senses are scored; None when the widths
-    match (a student cut from the teacher's own layers).
+    match (a student cut from the teacher's own layers). ``mcl``: what Markov clustering found
+    while building it (:func:`mcl_summary`; None for k-means), reported by :meth:`statistics` and
+    kept as plain numbers, so a saved and reloaded dictionary still reports it.
     """
 
-    def __init__(self, offsets: torch.Tensor, senses: torch.Tensor, align: nn.Module | None = None):
+    def __init__(self, offsets: torch.Tensor, senses: torch.Tensor, align: nn.Module | None = None,
+                 mcl: dict[str, float] | None = None):
         super().__init__()
         self.register_buffer("offsets", offsets.to(torch.int64))
         self.register_buffer("senses", senses)
+        self.mcl = tuple(mcl.items()) if mcl is not None else None  # (name, number) pairs: data the saved model keeps
         self.align = align
         self.active = True  # False while suspended(): the hook passes the model's own vectors through
 
@@ -385,7 +404,8 @@ class SenseDictionary(nn.Module, TokenStorage):
 
     def statistics(self, k: int) -> dict[str, Any]:
         """What paper 004 Tables 5-6 report: tokens with an entry ("valid tokens"), senses per token
-        (the whole histogram, Table 5's share below ``k`` and Table 6's bins), bytes."""
+        (the whole histogram, Table 5's share below ``k`` and Table 6's bins), bytes; with Markov
+        clustering also what it found (``mcl``: :func:`mcl_summary`)."""
         counts = self.counts()
         have = counts[counts > 0]
         hist = torch.bincount(have).tolist() if len(have) else []
@@ -398,7 +418,20 @@ class SenseDictionary(nn.Module, TokenStorage):
             "table6": table6_bins(have),
             "dictionary_bytes": self.nbytes(),
             "dtype": str(self.senses.dtype).removeprefix("torch."),
+            **({"mcl": dict(self.mcl)} if self.mcl is not None else {}),
         }
+
+
+def mcl_summary(clusters: np.ndarray) -> dict[str, float]:
+    """Markov cluster counts over the tokens MCL ran on (``clusters`` per token id, 0 where it did not):
+    how many it ran on, how many it gave a single cluster, and the median, 90th percentile and
+    largest count. A single cluster gives the minimum 5 senses (:func:`mcl_senses`)."""
+    found = clusters[clusters > 0]
+    if not len(found):
+        return {"tokens_clustered": 0, "tokens_one_cluster": 0}
+    return {"tokens_clustered": len(found), "tokens_one_cluster": int((found == 1).sum()),
+            "clusters_median": float(np.median(found)), "clusters_p90": float(np.percentile(found, 90)),
+            "clusters_max": int(found.max())}
 
 
 def table6_bins(counts: torch.Tensor) -> dict[str, float]:
@@ -414,7 +447,8 @@ def table6_bins(counts: torch.Tensor) -> dict[str, float]:
 
 def build(vectors: TokenVectors, vocab_size: int, k: int, clustering: Clustering, *, min_count: int = 1,
           fp16: bool = True, seed: int = 0, progress: Progress | None = None) -> SenseDictionary:
-    """Cluster every token seen at least ``min_count`` times into its senses (:func:`token_senses`).
+    """Cluster every token seen at least ``min_count`` times into its senses (:func:`senses_wanted`
+    of them, :func:`token_senses`).
 
     Raises DataError when no token qualifies (the fit text is too small for ``min_count``).
     """
@@ -424,11 +458,13 @@ def build(vectors: TokenVectors, vocab_size: int, k: int, clustering: Clustering
             f"the fit text ({vectors.tokens_read} tokens) gives no token a sense: none occurs {min_count} times; "
             "use a larger corpus or budget, or a smaller min_count"
         )
-    counts = np.zeros(vocab_size, dtype=np.int64)
+    counts, clusters = np.zeros(vocab_size, dtype=np.int64), np.zeros(vocab_size, dtype=np.int64)
     parts = []
     with fit_threads(1):  # tiny problems per token: two spinning OpenMP threads made each 100x slower on 2 busy cores
         for step, i in enumerate(chosen):
-            senses = token_senses(vectors.of(i), k, clustering, seed)
+            points = vectors.of(i).astype(np.float32)
+            k_t, clusters[vectors.ids[i]] = senses_wanted(points, k, clustering)
+            senses = token_senses(points, k_t, seed)
             counts[vectors.ids[i]] = len(senses)
             parts.append(senses)
             if progress and (step + 1 == len(chosen) or step % 256 == 0):
@@ -436,7 +472,7 @@ def build(vectors: TokenVectors, vocab_size: int, k: int, clustering: Clustering
     # parts follow ascending token ids, the order the ragged offsets address
     offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]))
     senses = torch.from_numpy(np.concatenate(parts)).to(torch.float16 if fp16 else torch.float32)
-    return SenseDictionary(offsets, senses)
+    return SenseDictionary(offsets, senses, mcl=mcl_summary(clusters) if clustering == "mcl" else None)
 
 
 def fit_dictionary(model: nn.Module, fit: Any, settings: SenseSettings) -> tuple[SenseDictionary, list[Window], dict[str, Any]]:
@@ -548,7 +584,7 @@ def word_senses(model: nn.Module, tokenizer: Any, texts: Sequence[str], words: S
     found = word_vectors(model, tokenizer, texts, words, cap=cap, seed=seed, **encoding)
     occurrences = word_occurrences(found, alone_vectors(model, tokenizer, words))
     with fit_threads(1):  # tiny problems per word: two spinning OpenMP threads made each 100x slower on 2 busy cores
-        return [token_senses(o, k, "kmeans", seed) for o in occurrences]
+        return [token_senses(o, senses_wanted(o, k, "kmeans")[0], seed) for o in occurrences]
 
 
 @torch.inference_mode()
