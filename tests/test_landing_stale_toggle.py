@@ -19,7 +19,8 @@ def _page():
 
     summary = pd.DataFrame({
         "run_id": ["base", "current", "stale"], "model": "minilm", "suite": "xnli", "adapter": ["none", "asg", "asg"],
-        "setting": "", "profile": "smoke", "emb_param_fraction": [1.0, 0.1, 0.1], "stale": [False, False, True],
+        "setting": "", "profile": "smoke", "emb_param_fraction": [1.0, 0.1, 0.1],
+        "storage_fraction": [1.0, 0.1, 0.1], "stale": [False, False, True],
     })
     shown = filtered(summary)
     st.text(json.dumps({"rows": shown.summary.run_id.tolist(), "hidden": shown.stale_hidden}))
