@@ -153,16 +153,17 @@ def indexed_kmeans(
     return centroids.cpu().numpy(), labels.cpu().numpy()
 
 
-CHUNK = 8192
-"""Rows per distance block in :func:`_nearest` (a block is CHUNK x centroids floats)."""
+CHUNK, BLOCK = 8192, 1 << 26
+"""Rows and distances per block in :func:`_nearest`: at most CHUNK rows and 256 MiB of float32."""
 
 
 def _nearest(x: torch.Tensor, centroids: torch.Tensor, count: int) -> torch.Tensor:
     """(n, count) indices of each row's ``count`` nearest centroids (squared L2), in blocks of rows."""
     norms = (centroids * centroids).sum(1)
+    rows = max(1, min(CHUNK, BLOCK // len(centroids)))
     return torch.cat([
-        torch.addmm(norms, x[s:s + CHUNK], centroids.T, alpha=-2).topk(count, dim=1, largest=False).indices
-        for s in range(0, len(x), CHUNK)
+        torch.addmm(norms, x[s:s + rows], centroids.T, alpha=-2).topk(count, dim=1, largest=False).indices
+        for s in range(0, len(x), rows)
     ])
 
 
