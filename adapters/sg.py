@@ -20,19 +20,22 @@ Choices where the papers are open, written down here:
 * k-means runs 10 iterations by default, not faiss's 25: at C = 0.4 V one iteration costs
   0.4 V^2 D multiply-adds (about 1.4e11 for MiniLM, seconds on a 2-core CPU), so ten keep the
   fit within the quick profile's budget. ``--set niter=25`` restores faiss's default.
-* Large vocabularies: Zhang et al.'s recipe, exact k-means, compares every token with every group
+* Large vocabularies: Zhang et al.'s recipe, plain (exact) k-means, compares every token with every group
   in each iteration, V * C * D multiply-adds: 9.6e12 for me5-small (V = 250,037, C = 100,015),
-  about 300 CPU seconds per iteration here (2 cores, torch's BLAS) and, by FLOP count, about a
-  second on one GPU (not measured). From 20,000 groups on (every profile; smoke whatever the
-  model), a token is compared only with the groups filed in its ``nprobe`` nearest cells of a
+  about 250 CPU seconds per iteration here (at the 30-45e9 multiply-adds per CPU second torch
+  reaches on this machine) and under a second on one GPU (estimated). With 20,000 groups or more
+  (smoke: always), a token is compared only with the groups filed in its ``nprobe`` nearest cells of a
   coarse faiss partition (:func:`harness.methods.kmeans.indexed_kmeans`; smoke 1 cell and one
   iteration, quick 4, paper 16), as torch matrix products on the run's device. Its cost against
   the exact recipe on a 25,000-row random sample of me5-small's table (10,000 groups, 10
   iterations, seed 0), as the mean squared distance of a row to its group vector: quick 1.053,
   smoke 1.103, exact faiss k-means 1.076 (so quick's grouping is no worse); on the whole table
   quick 0.859, smoke 0.907. That fit takes about 75 CPU seconds (quick) and 12 (smoke) on the
-  shared 2-core machine, with the same groups as the faiss IVF search it replaced (190 s / 59 s).
-  The settings are recorded with the run under ``kmeans`` (:data:`BUDGETS`).
+  shared 2-core machine, with the same groups as the faiss IVF scan it replaced (450 s / 59 s).
+  On a GPU only the cells' faiss k-means stays on the CPU (about a third of quick's CPU time here);
+  quick's assignments, about 1.6e12 multiply-adds in some 11,000 products, are a fraction of a
+  second of GPU arithmetic (estimated, not measured). The settings are recorded with the run
+  under ``kmeans`` (:data:`BUDGETS`).
 * Decoders: only the input side is grouped. Tokens of one group would get identical logits from a
   grouped output head, so generation could not tell them apart (paper 000 Section 1: SG "is
   limited to encoder-only models"); the output head stays the dense V x D matrix. When the base
