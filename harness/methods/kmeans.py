@@ -198,9 +198,10 @@ class _Probes:
         label[self.order] = by_cell[(arg + start[self.cell]).clamp(max=len(by_cell) - 1)]
         distance = torch.empty_like(best)
         distance[self.order] = best
-        pick = distance.view(self.n, self.nprobe).argmin(1, keepdim=True)
+        distance = distance.view(self.n, self.nprobe)
+        pick = distance.argmin(1, keepdim=True)  # the point's nearest over its cells
         labels = label.view(self.n, self.nprobe).gather(1, pick)[:, 0]
-        lost = torch.nonzero(distance.view(self.n, self.nprobe).gather(1, pick)[:, 0] == math.inf)[:, 0]
+        lost = torch.nonzero(torch.isinf(distance.gather(1, pick)[:, 0]))[:, 0]
         if len(lost):  # no centroid in any of the point's cells
             labels[lost] = _nearest(x[lost], centroids, 1)[:, 0]
         return labels
