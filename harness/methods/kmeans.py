@@ -4,7 +4,8 @@ clusters, size-constrained assignment, and the thread limit fitting runs under.
 * :func:`kmeans` is faiss's Lloyd k-means (random initial centroids, training points subsampled to
   ``max_points_per_centroid`` per centroid) followed by a nearest-centroid search, seeded.
 * :func:`indexed_kmeans` is Lloyd k-means for tens of thousands of clusters (SG's 40% of a 250k
-  vocabulary): the assignment step searches an IVF index over the centroids instead of all of them.
+  vocabulary): a point is compared only with the centroids in its nearest cells of a coarse
+  partition, as torch matrix products on the run's device.
 * :func:`assign_with_capacity` assigns points to fixed centroids when every cluster may hold only so
   many points (k-sub-embedding codes must stay unique, paper 001 Section 3.1).
 * :func:`balanced_kmeans` is k-means whose clusters all have n//k or n//k + 1 points (paper 001
@@ -21,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 import faiss
 import numpy as np
+import torch
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
@@ -106,60 +108,117 @@ def kmeans(points: np.ndarray, k: int, settings: KmeansSettings, seed: int) -> t
 
 def indexed_kmeans(
     points: np.ndarray, k: int, settings: KmeansSettings, seed: int, progress: ProgressFn = no_progress,
+    device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Lloyd k-means whose assignment step searches an IVF index over the centroids
-    (approximate k-means, Philbin et al., CVPR 2007, with an inverted file instead of k-d trees).
+    """Lloyd k-means whose assignment step compares a point only with the centroids filed in its
+    ``nprobe`` nearest cells of a coarse partition (approximate k-means, Philbin et al., CVPR 2007,
+    with an inverted file instead of k-d trees), for tens of thousands of clusters.
 
-    The exact step costs n*k*d multiply-adds per iteration (1.9e13 for 100,015 clusters of
-    250,037 me5-small rows: minutes per iteration on 2 cores). Here the space is cut once into
-    ``nlist`` = sqrt(n * nprobe) cells (faiss k-means on the points, 10 iterations, 64 points per
-    cell), every point keeps its ``nprobe`` nearest cells, and each iteration files the centroids
-    into the cells and compares a point only with the centroids of its cells: about
-    (nlist * k + n * nprobe * k / nlist) * d multiply-adds. A point whose cells hold no centroid is
-    compared with all of them. Initial centroids are k distinct random points (faiss's
-    initialisation); an empty cluster keeps its centroid. ``settings.niter`` update steps, then
-    a final assignment; ``progress`` is told after each assignment. Returns (centroids, labels).
+    The exact step costs n*k*d multiply-adds per iteration (9.6e12 for 100,015 clusters of the
+    250,037 x 384 me5-small table: minutes per iteration on 2 cores). Here the space is cut once
+    into ``nlist`` = sqrt(n * nprobe) cells (faiss k-means, 10 iterations on 64 points per cell;
+    cells trained on less come out uneven, and the work below grows with their squared sizes: 10x
+    on me5-small with 1 iteration on 16 points per cell), and every point keeps its ``nprobe``
+    nearest cells. Each iteration files the centroids into their nearest cell and compares every
+    point with the centroids of its cells: about (n * nlist + k * nlist + nprobe * n * k / nlist) * d
+    multiply-adds, the last term times the cells' imbalance (about 3 on me5-small). A point whose
+    cells hold no centroid is compared with all of them. The distances are torch matrix products
+    on ``device``, one cell at a time (a GPU does the heavy part; faiss trains the cells on the
+    CPU). Initial centroids are k distinct random points (faiss's initialisation); an empty
+    cluster keeps its centroid. ``settings.niter`` update steps, then a final assignment;
+    ``progress`` is told when the cells are trained and after each assignment.
+    Returns (centroids, labels) as numpy arrays.
     """
     points = np.ascontiguousarray(points, dtype=np.float32)
     n, d = points.shape
     nprobe = max(settings.nprobe, 1)
     nlist = max(1, min(k, math.isqrt(n * nprobe)))
+    progress("k-means cells", 0, 1)
     cells = faiss.Kmeans(d, nlist, niter=10, seed=seed, min_points_per_centroid=1, max_points_per_centroid=64)
     cells.train(points)
-    _, near_cells = cells.index.search(points, min(nprobe, nlist))  # (n, nprobe), fixed for all iterations
-    centroids = points[np.random.default_rng(seed).choice(n, k, replace=False)]
+    progress("k-means cells", 1, 1)
+    x = torch.from_numpy(points).to(device)
+    cell_vectors = torch.from_numpy(cells.centroids).to(device)
+    probes = _Probes(_nearest(x, cell_vectors, min(nprobe, nlist)), nlist)  # fixed for all iterations
+    centroids = x[torch.from_numpy(np.random.default_rng(seed).choice(n, k, replace=False)).to(device)]
     for step in range(settings.niter + 1):
         progress("k-means iterations", step, settings.niter + 1)
-        labels = _assign_in_cells(points, centroids, cells.index, near_cells)
+        labels = probes.assign(x, centroids, _nearest(centroids, cell_vectors, 1)[:, 0])
         if step == settings.niter:
             break
-        means, counts = cluster_means(points, labels, k)
-        centroids = np.where(counts[:, None] > 0, means, centroids).astype(np.float32)
+        sums = torch.zeros_like(centroids).index_add_(0, labels, x)
+        counts = torch.bincount(labels, minlength=k)[:, None]
+        centroids = torch.where(counts > 0, sums / counts.clamp(min=1), centroids)
     progress("k-means iterations", settings.niter + 1, settings.niter + 1)
-    return centroids, labels
+    return centroids.cpu().numpy(), labels.cpu().numpy()
 
 
-def _assign_in_cells(points: np.ndarray, centroids: np.ndarray, cells: faiss.Index, near_cells: np.ndarray) -> np.ndarray:
-    """Nearest centroid among those filed in each point's cells; exact search where none is."""
-    index = faiss.IndexIVFFlat(cells, points.shape[1], cells.ntotal)
-    index.add(centroids)
-    index.nprobe = near_cells.shape[1]
-    _, labels = index.search_preassigned(points, 1, near_cells, np.zeros(near_cells.shape, dtype=np.float32))
-    labels = labels[:, 0]
-    lost = np.flatnonzero(labels < 0)
-    if lost.size:
-        exact = faiss.IndexFlatL2(points.shape[1])
-        exact.add(centroids)
-        labels[lost] = exact.search(points[lost], 1)[1][:, 0]
-    return labels
+CHUNK, BLOCK = 8192, 1 << 26
+"""Rows and distances per block in :func:`_nearest`: at most CHUNK rows and 256 MiB of float32."""
+
+
+def _nearest(x: torch.Tensor, centroids: torch.Tensor, count: int) -> torch.Tensor:
+    """(n, count) indices of each row's ``count`` nearest centroids (squared L2), in blocks of rows."""
+    norms = (centroids * centroids).sum(1)
+    rows = max(1, min(CHUNK, BLOCK // len(centroids)))
+    return torch.cat([
+        torch.addmm(norms, x[s:s + rows], centroids.T, alpha=-2).topk(count, dim=1, largest=False).indices
+        for s in range(0, len(x), rows)
+    ])
+
+
+class _Probes:
+    """The (point, cell) pairs of :func:`indexed_kmeans`, grouped by cell once: which points each
+    cell is searched for."""
+
+    def __init__(self, near_cells: torch.Tensor, nlist: int):
+        n, nprobe = near_cells.shape
+        self.n, self.nprobe, self.nlist = n, nprobe, nlist
+        cells = near_cells.reshape(-1)
+        self.order = torch.argsort(cells, stable=True)  # pair positions (point * nprobe + probe), grouped by cell
+        self.point = self.order // nprobe  # the point of each grouped pair
+        self.cell = cells[self.order]  # the cell of each grouped pair
+        self.bounds = _bounds(cells, nlist)
+
+    def assign(self, x: torch.Tensor, centroids: torch.Tensor, centroid_cells: torch.Tensor) -> torch.Tensor:
+        """(n,) label of each point: its nearest centroid among those filed in its cells."""
+        by_cell = torch.argsort(centroid_cells, stable=True)
+        filed = _bounds(centroid_cells, self.nlist)
+        grouped = centroids[by_cell]
+        norms = (grouped * grouped).sum(1)
+        best = torch.full((len(self.order),), math.inf, device=x.device)
+        arg = torch.zeros(len(self.order), dtype=torch.long, device=x.device)  # within the cell's centroids
+        for cell in range(self.nlist):
+            a, b, c0, c1 = self.bounds[cell], self.bounds[cell + 1], filed[cell], filed[cell + 1]
+            if a < b and c0 < c1:
+                dist = torch.addmm(norms[c0:c1], x[self.point[a:b]], grouped[c0:c1].T, alpha=-2)
+                torch.min(dist, 1, out=(best[a:b], arg[a:b]))
+        start = torch.tensor(filed[:-1], device=x.device)
+        label = torch.empty_like(arg)
+        label[self.order] = by_cell[(arg + start[self.cell]).clamp(max=len(by_cell) - 1)]
+        distance = torch.empty_like(best)
+        distance[self.order] = best
+        distance = distance.view(self.n, self.nprobe)
+        pick = distance.argmin(1, keepdim=True)  # the point's nearest over its cells
+        labels = label.view(self.n, self.nprobe).gather(1, pick)[:, 0]
+        lost = torch.nonzero(torch.isinf(distance.gather(1, pick)[:, 0]))[:, 0]
+        if len(lost):  # no centroid in any of the point's cells
+            labels[lost] = _nearest(x[lost], centroids, 1)[:, 0]
+        return labels
+
+
+def _bounds(groups: torch.Tensor, count: int) -> list[int]:
+    """Offsets [0, ..., len] of groups 0..count-1 in ``groups`` sorted (as python ints)."""
+    return [0, *torch.bincount(groups, minlength=count).cumsum(0).tolist()]
 
 
 def any_kmeans(
     points: np.ndarray, k: int, settings: KmeansSettings, seed: int, progress: ProgressFn = no_progress,
+    device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`indexed_kmeans` when ``settings.nprobe`` asks for it, else :func:`kmeans`."""
+    """:func:`indexed_kmeans` (on ``device``) when ``settings.nprobe`` asks for it, else :func:`kmeans`."""
     if settings.nprobe:
-        return indexed_kmeans(points, k, settings, seed, progress)
+        return indexed_kmeans(points, k, settings, seed, progress, device)
     progress("k-means", 0, 1)
     out = kmeans(points, k, settings, seed)
     progress("k-means", 1, 1)
