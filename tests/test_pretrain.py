@@ -26,6 +26,7 @@ from harness.registry import ADAPTERS
 from harness.results import claims, reference
 from harness.results.store import Store
 from harness.runner import fitcache, saved
+from harness.runner.export import export
 from harness.runner.plan import RunRequest, plan
 from harness.runner.run import execute
 from harness.sources import models
@@ -216,3 +217,11 @@ def test_the_paper_profile_is_refused_in_one_line(encoder):
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: --pretrain at the paper's scale is not run here") and "250k steps" in line
+
+
+def test_a_pretrained_run_exports_its_small_encoder(arms, tmp_path):
+    store, runs, _ = arms
+    folder = export(runs["clustered"].run_id, tmp_path / "out", store)
+    model, _, info = saved.load(folder)
+    assert model.config.num_hidden_layers == 1 and type(model.get_input_embeddings()).__name__ == "ConceptEmbedding"
+    assert info.meta["fit_cache"]["reused"]  # the run's fit, from the cache
