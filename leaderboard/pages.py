@@ -10,7 +10,7 @@ import streamlit as st
 from harness.leaderboard import frames, plots
 
 from harness.results.records import RunRecord
-from harness.results.reference import run_regime
+from harness.results.reference import run_regime, scale_free
 
 NO_MATCH = "No finished runs match the filters in the sidebar."
 TABLE_FORMATS = {
@@ -203,7 +203,7 @@ def run_detail(runs: pd.DataFrame, load: Callable[[str], RunRecord], papers: pd.
     if record.scores:
         st.markdown("**Scores** (per language or task)")
         st.dataframe(pd.DataFrame(record.scores), hide_index=True)
-    mine = papers[papers.regime.eq(run_regime(record.spec.recipe, record.spec.adapter, record.spec.adapter_config))] if len(papers) else papers
+    mine = papers[papers.regime.eq(scale_free(run_regime(record.spec.recipe, record.spec.adapter, record.spec.adapter_config)))] if len(papers) else papers
     if len(mine):
         st.markdown("**The papers' points in this run's regime and setting**")
         st.dataframe(mine, hide_index=True)

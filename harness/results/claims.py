@@ -10,15 +10,19 @@ A claim is declared data (:data:`CLAIMS`): the paper's rows that make its figure
   the reference) must reach ``threshold`` (100: A at least as good as B).
 
 The closest run is the newest current one in the paper's regime and setting, else the newest; a
-contrast's two runs share model, profile, recovery and every setting but those the claim names. The
+contrast's two runs share model, profile, recovery, pretraining and every setting but those the claim
+names. A run pretrained with the method (``--pretrain``) is in paper 001's regime only where the
+pretraining mattered (:func:`_premise`): its baseline, the full table pretrained alike, is above the
+same encoder not pretrained (``--pretrain 0``) by its paired interval. The
 verdict: ``no run yet`` (no current run of the configuration), ``setting differs: why`` (the
-run's regime or protocol is not the paper's row's, :func:`harness.results.reference.difference`;
-the figure is still shown), else :func:`verdict`'s direction and size from the paired interval
-(``inconclusive; smaller``). Stale runs (other code) count only when asked.
+run's regime or protocol is not the paper's row's, :func:`harness.results.reference.difference`, or
+the pretraining premise fails; the figure is still shown), else :func:`verdict`'s direction and size
+from the paired interval (``inconclusive; smaller``). Stale runs (other code) count only when asked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,8 +38,10 @@ from harness.results.reference import (
     difference,
     model_family,
     paper_regime,
+    pretraining_of,
     recovery_of,
     read_paper_results,
+    run_family,
     run_regime,
 )
 from harness.results.store import Store
@@ -71,6 +77,8 @@ _ASG = {"paper": "asg", "table": "Table 1", "method": "asg", "base_model": "xlm-
 _GLUE_K = {"paper": "multisense", "table": "Table 11", "method": "multisense_dropin", "task": "SST-2", "metric": "accuracy"}
 _ADE = {"paper": "ade", "table": "Table 3", "config": "K=500", "metric": "accuracy"}
 _KSUB = {"paper": "ksub", "table": "Table 4", "language": "avg", "paper_setting": "cross-lingual-transfer"}
+_KSUB_SST2 = {"paper": "ksub", "table": "Table 3", "task": "SST-2", "metric": "accuracy"}
+_KSUB_RANDOM = {**_KSUB_SST2, "method": "ksub_random", "config": "k=3;M=37"}
 _VOCABDIET = {"paper": "vocabdiet", "method": "vocabdiet"}
 
 CLAIMS: tuple[Claim, ...] = (
@@ -81,6 +89,11 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("ksub", "Table 4", "clustered allocation of 3-sub-embeddings >= random allocation (XNLI, cross-lingual transfer)",
           "xnli", "xnli", "accuracy", Side({**_KSUB, "method": "ksub_clustered"}, "ksub", {"allocation": "clustered"}), 100.0,
           Side({**_KSUB, "method": "ksub_random"}, "ksub", {"allocation": "random"})),
+    Claim("ksub", "Table 3", "pretrained with clustered codes (Algorithm 2) >= random codes (Algorithm 1), 3-sub-embeddings (SST-2)",
+          "glue", "sst2", "accuracy", Side({**_KSUB_SST2, "method": "ksub_clustered", "config": "k=3;M=100"}, "ksub", {"allocation": "clustered"}),
+          100.0, Side(_KSUB_RANDOM, "ksub", {"allocation": "random"}), language="en"),
+    Claim("ksub", "Table 3", "pretrained with 3-sub-embeddings (random codes) keeps >= 97% of the full table's SST-2 accuracy at < 1% of its embedding parameters",
+          "glue", "sst2", "accuracy", Side(_KSUB_RANDOM, "ksub", {"allocation": "random"}), 97.0, language="en", emb_range=(0.0, 0.01)),
     Claim("ade", "Table 3", "ADE with SAT > without SAT (AG News, K=500)",
           "ag_news", "ag_news", "accuracy", Side({**_ADE, "method": "ade"}, "ade", {"sat": True}), 100.0,
           Side({**_ADE, "method": "ade_no_sat"}, "ade", {"sat": False}), language="en"),
@@ -137,10 +150,10 @@ def _runs(store: Store, claim: Claim, side: Side, stale: list[str]) -> pd.DataFr
     return rows[holds]
 
 
-def _recovery(recipe: str | None) -> str:
-    """A run's recovery training as text: a contrast pairs runs trained alike (a clustered run with
-    1,000 recovery steps is not set against a random one with 100)."""
-    return json.dumps(recovery_of(recipe), sort_keys=True)
+def _training(recipe: str | None) -> str:
+    """A run's recovery training and pretraining as text: a contrast pairs runs trained alike (a clustered
+    run with 1,000 recovery steps is not set against a random one with 100)."""
+    return json.dumps([recovery_of(recipe), pretraining_of(recipe)], sort_keys=True)
 
 
 def _rest(config: str, side: Side) -> dict[str, Any]:
@@ -200,14 +213,14 @@ def assess(store: Store, claim: Claim, rows: list[PaperResult], stale: list[str]
 
     def differs(run: pd.Series) -> str:
         declared = run.setting if isinstance(run.setting, str) else ""
-        return difference(p, None, run.shots, declared, {run_regime(run.recipe, claim.first.adapter, run.config)})
+        return difference(p, None, run.shots, declared, {run_regime(run.recipe, claim.first.adapter, run.config)}) or _premise(store, claim, run)
 
     first = _runs(store, claim, claim.first, stale)
     first = first.assign(differs=[differs(r) for _, r in first.iterrows()]).sort_values("differs", key=lambda d: d.ne(""), kind="stable")
     if claim.second is not None:  # the closest run: in the paper's setting where one is, else the newest
         second = _runs(store, claim, claim.second, stale)
         pairs = [(a, b) for _, a in first.iterrows() for _, b in second.iterrows()
-                 if (a.model, a.profile, _recovery(a.recipe)) == (b.model, b.profile, _recovery(b.recipe))
+                 if (a.model, a.profile, _training(a.recipe)) == (b.model, b.profile, _training(b.recipe))
                  and _rest(a.config, claim.first) == _rest(b.config, claim.second)]
         if not pairs:
             return out
@@ -224,11 +237,30 @@ def assess(store: Store, claim: Claim, rows: list[PaperResult], stale: list[str]
     unmet = _unmet(claim, run)
     out.update({
         "harness figure [95% CI]": f"{figure:.1f}%{_interval(low, high)}",
-        "family (paper / run)": f"{model_family(reference.base_model)} / {model_family(run.model)}",
+        "family (paper / run)": f"{model_family(reference.base_model)} / {run_family(run.model, run.recipe)}",
         "verdict": f"disagrees: {unmet}" if unmet and not setting else verdict(figure, low, high, claim.threshold, paper, setting)
         + (f"; {unmet}" if unmet and setting else ""),
     })
     return out
+
+
+def _premise(store: Store, claim: Claim, run: pd.Series) -> str:
+    """Why a run pretrained with the method (``--pretrain``) is not in the paper's regime: its baseline
+    (the full table, pretrained alike) is not above the same encoder not pretrained (``--pretrain 0``,
+    the run of the same spec with 0 steps) by the paired interval on the claim's score, or that control
+    has no run; "" where it is, or the run was not pretrained."""
+    steps = pretraining_of(run.recipe).get("steps")
+    if not steps:
+        return ""
+    full = store.load(store.load(run.run_id).baseline_run_id)
+    recipe = {**full.spec.recipe, "pretraining": {**full.spec.recipe["pretraining"], "steps": 0}}
+    control = store.find_finished(dataclasses.replace(full.spec, recipe=recipe))
+    if control is None:
+        return "no run of the encoder not pretrained (--pretrain 0) shows the pretraining mattered"
+    figure, low, high = _contrast(store, claim, full, control)
+    if low is not None and not pd.isna(low) and low > 100.0:
+        return ""
+    return f"pretraining too short to matter: the full table pretrained {steps:,} steps is {figure:.1f}%{_interval(low, high)} of not pretrained"
 
 
 def _unmet(claim: Claim, run: pd.Series) -> str:

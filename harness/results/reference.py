@@ -50,10 +50,13 @@ paper       tables                                  regime (from the paper's tex
 ==========  ======================================  ==================================================
 
 A paper's baseline and comparator rows take their table's regime (the reference of that experiment).
-A run's regime is read from what it stored (:func:`run_regime`): its recipe's ``recovery`` steps
-(issue 32) or Vocab Diet's own distillation (``distill`` stage1 / stage2, the paper's post-hoc
-training), and whether its suite fine-tunes (a recipe with training ``epochs``); the harness never
-pretrains. Families (:data:`FAMILIES`) name an architecture and size class, e.g. ``me5-small`` (12
+A run's regime is read from what it stored (:func:`run_regime`): its recipe's ``pretraining``
+(``--pretrain``, issue 44: a small encoder pretrained from scratch with the method's table, "pretrained
+with the method (small scale)", or with 0 steps the control "not pretrained (from scratch)"), its
+``recovery`` steps (issue 32) or Vocab Diet's own distillation (``distill`` stage1 / stage2, the
+paper's post-hoc training), and whether its suite fine-tunes (a recipe with training ``epochs``). A
+small-scale pretraining sits beside the paper's pretraining (:func:`scale_free`): the scale shows in
+the family, which for a pretrained run is its small encoder (:func:`run_family`). Families (:data:`FAMILIES`) name an architecture and size class, e.g. ``me5-small`` (12
 layers, 384 wide, XLM-R's 250k vocabulary) is a small encoder with XLM-R's vocabulary, not XLM-R base.
 """
 
@@ -84,6 +87,9 @@ _SHOTS = re.compile(r"\b(\d+)-shot\b")
 PAPER_IDS = {"asg": "000", "ksub": "001", "ade": "002", "vocabdiet": "003", "multisense": "004"}
 
 PRETRAINED = "pretrained with the method"
+SMALL_SCALE = " (small scale)"
+PRETRAINED_SMALL = PRETRAINED + SMALL_SCALE
+NOT_PRETRAINED = "not pretrained (from scratch)"
 FINE_TUNED = "post hoc + fine-tuned"
 RECOVERY = "post hoc + recovery"
 RECOVERY_FINE_TUNED = "post hoc + recovery + fine-tuned"
@@ -270,16 +276,41 @@ def recovery_of(recipe: Mapping | str | None) -> dict:
     return recovery if recovery.get("steps") else {}
 
 
+def pretraining_of(recipe: Mapping | str | None) -> dict:
+    """A run's pretraining as its recipe stored it (``recipe["pretraining"]``, ``--pretrain``, issue 44); ``{}`` when it had none."""
+    recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe if isinstance(recipe, Mapping) else {})  # NULL: NaN
+    return (recipe or {}).get("pretraining") or {}
+
+
+def scale_free(regime: str) -> str:
+    """The regime a paper's row is compared in: a small-scale pretraining sits beside the paper's."""
+    return regime.removesuffix(SMALL_SCALE)
+
+
 def run_regime(recipe: Mapping | str | None, adapter: str | None = None, config: Mapping | str | None = None) -> str:
-    """A run's regime from what it stored: recovery training (the recipe's ``recovery.steps`` > 0,
-    issue 32, or an adapter's own post-hoc training, :data:`OWN_RECOVERY`) and task fine-tuning
-    (training ``epochs`` > 0 in the recipe, as the fine-tuning suites record), or neither."""
+    """A run's regime from what it stored: pretraining from scratch (the recipe's ``pretraining``:
+    with steps, :data:`PRETRAINED_SMALL`; 0 steps, :data:`NOT_PRETRAINED`, + fine-tuned where the suite
+    fine-tunes), else recovery training (the recipe's ``recovery.steps`` > 0, issue 32, or an adapter's
+    own post-hoc training, :data:`OWN_RECOVERY`) and task fine-tuning (training ``epochs`` > 0 in the
+    recipe, as the fine-tuning suites record), or neither."""
     recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe or {})
     config = json.loads(config) if isinstance(config, str) else (config or {})
+    pretraining = pretraining_of(recipe)
+    if pretraining:
+        return PRETRAINED_SMALL if pretraining["steps"] else NOT_PRETRAINED + (" + fine-tuned" if (recipe.get("epochs") or 0) > 0 else "")
     key, off = OWN_RECOVERY.get(adapter or "", (None, None))
     recovered = bool(recovery_of(recipe)) or (key is not None and config.get(key, off) != off)
     tuned = (recipe.get("epochs") or 0) > 0
     return {(True, True): RECOVERY_FINE_TUNED, (True, False): RECOVERY, (False, True): FINE_TUNED}.get((recovered, tuned), NO_TRAINING)
+
+
+def run_family(model: str | None, recipe: Mapping | str | None) -> str:
+    """A run's model family: its model's (:func:`model_family`), or for a pretrained run the small
+    encoder it pretrained from scratch with the model's vocabulary."""
+    arch = pretraining_of(recipe).get("architecture")
+    if not arch:
+        return model_family(model)
+    return f"small encoder from scratch ({arch['layers']}L x {arch['hidden']}, {model}'s vocabulary)"
 
 
 def annotate(papers: pd.DataFrame) -> pd.DataFrame:
@@ -333,7 +364,7 @@ def difference(p, metric: str | None, shots: float | None, setting: str | None, 
     """Why paper row ``p`` (with ``regime``, ``setting``, ``notes``, ``metric``) does not sit beside a
     run with these facts (``""``: it does); see :func:`placement`. ``metric`` None: not compared."""
     why = []
-    if regimes and p.regime not in regimes:
+    if regimes and p.regime not in {scale_free(r) for r in regimes}:
         why.append(f"regime: {p.regime} vs {' / '.join(sorted(regimes))}")
     printed = paper_shots(p.setting, p.notes)
     if shots is not None and not pd.isna(shots):

@@ -20,7 +20,7 @@ import json
 import pandas as pd
 
 from harness.results.fingerprint import code_fingerprint
-from harness.results.reference import model_family, recovery_of, run_regime
+from harness.results.reference import pretraining_of, recovery_of, run_family, run_regime
 from harness.results.store import Store
 
 # suite -> (task, metric) of its headline score, where the first stored avg row is not it
@@ -97,15 +97,16 @@ def with_run_facts(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows with a run's ``recipe`` and ``fit_details`` (JSON text) -> its resolved ``config``,
     ``regime`` and ``family`` in their place (worked out once per distinct run setup: 10,000 runs
     share a few dozen)."""
-    keys = ["adapter", "config", "recipe", "fit_details"]
+    keys = ["model", "adapter", "config", "recipe", "fit_details"]
     setups = rows[keys].drop_duplicates()
     setups = setups.assign(
         regime=[run_regime(r, a, c) for r, a, c in zip(setups.recipe, setups.adapter, setups.config)],
         resolved=[resolved_config(c, f, r) for c, f, r in zip(setups.config, setups.fit_details, setups.recipe)],
+        family=[run_family(m, r) for m, r in zip(setups.model, setups.recipe)],
     )
     out = rows.merge(setups, on=keys, how="left").drop(columns="config").rename(columns={"resolved": "config"})
     kept = [c for c in rows.columns if c not in ("recipe", "fit_details")]
-    return out[kept + ["regime"]].assign(family=out.model.map(model_family))
+    return out[kept + ["regime", "family"]]
 
 
 def with_resolved_config(rows: pd.DataFrame) -> pd.DataFrame:
@@ -120,7 +121,8 @@ def resolved_config(config: str | None, fit_details: str | None, recipe: str | N
     another plain value takes that value (ASG's ``k=0``, paper 000's size rule, is the ``k`` it chose,
     1,024 on a 250k vocabulary; the rule stays in the run's fit details as ``k_rule``); a run with
     recovery training (the recipe's ``recovery``, ``--recover``) shows ``recover`` (and ``recover_lora``)
-    after it, so a recovered run and its post-hoc one read as two configurations."""
+    after it, so a recovered run and its post-hoc one read as two configurations; a pretrained run
+    (the recipe's ``pretraining``, ``--pretrain``) likewise shows ``pretrain`` (0: the control)."""
     written = json.loads(config) if isinstance(config, str) else {}
     fit = json.loads(fit_details) if isinstance(fit_details, str) else None  # NULL (a failed run) reads as NaN
     resolved = written if not isinstance(fit, dict) else {
@@ -128,4 +130,7 @@ def resolved_config(config: str | None, fit_details: str | None, recipe: str | N
     recovery = recovery_of(recipe)
     if recovery:
         resolved = {**resolved, "recover": recovery["steps"], **({"recover_lora": True} if recovery.get("lora") else {})}
+    pretraining = pretraining_of(recipe)
+    if pretraining:
+        resolved = {**resolved, "pretrain": pretraining["steps"]}
     return json.dumps(resolved) if resolved != written or not isinstance(config, str) else config

@@ -37,13 +37,15 @@ def _text(value) -> str:
 
 
 def request_of(spec: RunSpec) -> RunRequest:
-    """The ``harness run`` request that made ``spec`` (settings that differ from the defaults)."""
+    """The ``harness run`` request that made ``spec`` (settings that differ from the defaults, ``--pretrain``)."""
     settings = []
     for scope, cls, values in (("adapter", ADAPTERS.get(spec.adapter).config_class, spec.adapter_config),
                                ("suite", SUITES.get(spec.suite)().config_class, spec.suite_config)):
         defaults = as_dict(cls())
         settings += [f"{scope}.{k}={_text(v)}" for k, v in values.items() if defaults.get(k) != v]
-    return RunRequest(spec.suite, spec.adapter, spec.model, spec.profile, spec.seed, tuple(settings), device="cpu")
+    pretraining = spec.recipe.get("pretraining")
+    return RunRequest(spec.suite, spec.adapter, spec.model, spec.profile, spec.seed, tuple(settings), device="cpu",
+                      pretrain=pretraining["steps"] if pretraining else None)
 
 
 def fitted_model(p: Plan, progress: ProgressFn = no_progress):

@@ -6,7 +6,8 @@ acts on, the adapter with its config and budget, the fit corpora's sha256, the s
 code fingerprint (:func:`harness.results.fingerprint.adapter_fingerprint`: its modules and the
 harness modules they import, docstrings and comments left out, so a docstring edit keeps fits) and
 the saved format; with recovery training, its recipe and the recovery module's fingerprint (the
-fit before recovery is kept under the post-hoc key as well, so a sweep over steps fits once).
+fit before recovery is kept under the post-hoc key as well, so a sweep over steps fits once); with
+pretraining (``--pretrain``), its recipe, which holds the pretraining module's fingerprint.
 An ``after_finetune`` adapter, or one fitted on the suite's training texts, fits on what the suite
 made, so its key also holds the suite, its config, recipe and data, and the task.
 
@@ -67,6 +68,8 @@ def key(spec: RunSpec, adapter: Adapter, head: Head, task: str, recovery: bool =
     }
     if recovery and "recovery" in spec.recipe:
         out["recovery"] = {**spec.recipe["recovery"], "code": module_fingerprint(recover.__name__)}
+    if "pretraining" in spec.recipe:
+        out["pretraining"] = spec.recipe["pretraining"]
     if adapter.stage == "after_finetune" or corpora.TASK_TRAIN in adapter.corpora():
         out["suite"] = {"name": spec.suite, "config": spec.suite_config, "recipe": spec.recipe, "data": spec.data, "task": task}
     return out

@@ -5,6 +5,8 @@ checks the adapter against the model's table, picks both budgets from their tabl
 ``--recover`` the recovery budget and its corpora's sha256, kept in the recipe as ``recovery``), and
 checks the data the run will read (the suite's files and the fit corpora: presence and sha256,
 cached by size and mtime; release files cut to some of their languages: :mod:`harness.runner.datacheck`).
+With ``--pretrain`` the recipe gets ``pretraining``, the model source is the small encoder it
+pretrains, and the adapter is applied inside the pretraining stage (:mod:`harness.methods.pretrain`).
 The data revisions and the code fingerprint (:mod:`harness.results.fingerprint`) go into the run's identity, so a finished run is reused only for the same data and the same scoring
 code; missing data is an error even when a finished run exists.
 """
@@ -20,7 +22,7 @@ from harness.adapter import Adapter
 from harness.budgets import PROFILES, is_large
 from harness.config import as_dict, build_config, config_fields, parse_assignments
 from harness.errors import ConfigError, UnknownNameError, did_you_mean
-from harness.methods import recover
+from harness.methods import pretrain, recover
 from harness.runner import datacheck
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint
@@ -49,6 +51,7 @@ class RunRequest:
     force: bool = False
     recover: int = 0             # recovery training steps after the adapter's fit (harness.methods.recover); 0 = off
     recover_lora: bool = False   # recovery also trains LoRA on the top layers
+    pretrain: int | None = None  # masked-LM steps of a small encoder from scratch with the method's table (harness.methods.pretrain); 0 = not pretrained; None = off
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,9 @@ def plan(request: RunRequest) -> Plan:
     sources = suite.sources(suite_config, suite_budget)
     data = revisions(data_dir, sources)  # missing files first, then files cut short
     datacheck.check(data_dir, sources)
+    pretraining = pretrain.settings(request.pretrain, request.profile, adapter, ref, config, bool(recovered))
+    if pretraining:
+        recipe["pretraining"] = {**pretraining, "data": revisions(data_dir, [corpora.source(name) for name in pretraining["corpora"]])}
     spec = RunSpec(
         model=ref.name, model_revision=ref.revision, adapter=adapter.name, adapter_config=as_dict(adapter.config),
         suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
@@ -197,4 +203,7 @@ def plan(request: RunRequest) -> Plan:
         fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
         code=code_fingerprint(adapter.name, suite.name),
     )
-    return Plan(suite, suite_config, suite_budget, adapter, adapter_budget, ref, spec, data_dir, device, request.force)
+    if pretraining:
+        ref = pretrain.skeleton(ref, pretraining["architecture"])
+    return Plan(suite, suite_config, suite_budget, pretrain.stage(adapter, spec, data_dir), adapter_budget, ref, spec, data_dir,
+                device, request.force)

@@ -32,6 +32,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from harness.adapter import Adapter, ProgressFn, no_progress
+from harness.methods import pretrain
 from harness.measure.compare import compare
 from harness.measure.metrics import pct_base
 from harness.runner import estimate
@@ -98,7 +99,8 @@ def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progres
         say(estimate.recovery(p).line())
         progress("time a recovery step", 1, 1)
     data = _LazyData(p)
-    outcomes = [_ensure(p, p.spec.baseline(), ADAPTERS.get("none")(), None, data, store, progress)]
+    baseline = p.spec.baseline()
+    outcomes = [_ensure(p, baseline, pretrain.stage(ADAPTERS.get("none")(), baseline, p.data_dir), None, data, store, progress)]
     if p.spec.adapter != "none":
         outcomes.append(_ensure(p, p.spec, p.adapter, outcomes[0].record, data, store, progress))
     return outcomes
