@@ -78,9 +78,9 @@ def _option(word: str, where: str) -> tuple[str, object]:
             raise ConfigError(f"{where}: '{word}' is a flag: write --{name}")
         return field, value != "false"
     try:
-        return field, type(default)(value) if default is not None else value
+        return field, type(default)(value) if default is not None else int(value)  # None: a number of steps (--pretrain=500)
     except ValueError:
-        raise ConfigError(f"{where}: '{word}': the value must be of type {type(default).__name__}, e.g. --{name}={default}") from None
+        raise ConfigError(f"{where}: '{word}': the value must be of type {type(default).__name__ if default is not None else 'int'}, e.g. --{name}={default if default is not None else 100}") from None
 
 
 def parse(text: str, source: str = "matrix") -> list[Entry]:
@@ -155,7 +155,8 @@ def _match(spec: RunSpec, runs: pd.DataFrame) -> tuple[str, str | None, float | 
 
 def _baseline_line(spec: RunSpec, entry: Entry) -> str:
     suite_settings = [s for s in entry.settings if s.partition("=")[0].removeprefix("suite.") in spec.suite_config]
-    return " ".join([spec.suite, entry.model, "none", *suite_settings])
+    pretraining = [f"--pretrain={spec.recipe['pretraining']['steps']}"] if spec.recipe.get("pretraining") else []
+    return " ".join([spec.suite, entry.model, "none", *suite_settings, *pretraining])
 
 
 def status(entries: list[Entry], store: Store, profile: str = PROFILE) -> pd.DataFrame:
