@@ -31,7 +31,7 @@ SEED_MEANS = ["value", "ci_low", "ci_high", "pct_base", "pct_base_ci_low", "pct_
 EFFICIENCY_COLUMNS = {
     "adapter": "adapter", "config": "config", "latency_ratio": "latency × base", "throughput_ratio": "tokens/s × base",
     "memory_ratio": "memory × base", "p50_ms": "p50 ms", "p95_ms": "p95 ms", "throughput": "tokens/s",
-    "peak_mem_mb": "peak MB", "suite": "suite", "model": "model", "profile": "profile", "run_id": "run_id",
+    "peak_mem_mb": "peak MB", "device": "timed on", "suite": "suite", "model": "model", "profile": "profile", "run_id": "run_id",
 }
 
 

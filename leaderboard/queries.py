@@ -81,11 +81,12 @@ def scores(store: Store, v: View) -> pd.DataFrame:
 
 def efficiency(store: Store, v: View) -> pd.DataFrame:
     """Timed phases of the view's finished runs, each beside the unchanged model's (same phase and
-    shape): timed inside the same run (phase ``base:<phase>``) where recorded, else the baseline run's."""
+    shape): timed inside the same run (phase ``base:<phase>``) where recorded, else the baseline run's;
+    with the device each run was timed on (not part of a run's identity: a ``--device cuda`` run may reuse a CPU run)."""
     base = "coalesce(s.{0}, b.{0}) AS base_{0}"
     return summary.with_resolved_config(store.query(
         "SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, CAST(r.fit_details AS VARCHAR) AS fit_details, "
-        "CAST(r.recipe AS VARCHAR) AS recipe, r.suite, r.profile, r.seed, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, "
+        "CAST(r.recipe AS VARCHAR) AS recipe, r.suite, r.profile, r.seed, r.device, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, "
         f"{base.format('p50_ms')}, {base.format('throughput')}, {base.format('peak_mem_mb')} "
         "FROM efficiency e JOIN runs r USING (run_id) "
         "LEFT JOIN efficiency s ON s.run_id = e.run_id AND s.phase = 'base:' || e.phase "

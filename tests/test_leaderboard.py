@@ -122,6 +122,8 @@ def test_app_renders_all_tabs(leaderboard_db, monkeypatch):
     assert heatmap["data"][0]["x"][-1] == "avg" and len(heatmap["data"][0]["x"]) == 16
     detail = _render(leaderboard_db, monkeypatch, tab="Run detail")
     assert any("asg" in option for option in detail.selectbox[1].options)
+    timings = [df.value for df in _render(leaderboard_db, monkeypatch, tab="Efficiency").dataframe if "latency × base" in df.value.columns]
+    assert timings and all(set(t["timed on"]) == {"cpu"} for t in timings), "each timing says the device it was timed on"
 
 
 def test_landing_opens_on_the_overview_table(leaderboard_db, monkeypatch):
