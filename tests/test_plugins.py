@@ -61,6 +61,8 @@ def test_example_plugin_runs_through_the_cli(plugin_path, smoke_db, tmp_path):
         f"note: the finished run of adapter 'frequent' in {db} is stale: its code is no longer installed "
         "(package harness-frequent-table 0.1.0); install the same code again to read it as current, or add --include-stale to see it"
     )
+    paper = subprocess.run([HARNESS, "results", "--paper", "--adapter", "frequent", "--db", str(db)], capture_output=True, text=True, timeout=300)
+    assert paper.returncode == 0 and paper.stderr.strip() == gone.stderr.strip(), "--paper says why too"
 
 
 def test_the_docs_give_the_whole_example_plugin():

@@ -107,7 +107,8 @@ def results(
         if claims and (aggregate or suite or adapter or model or profile):
             raise ConfigError("--claims reads every current run; drop --aggregate, --suite, --adapter, --model and --profile")
         store = Store(db)
-        notes = filters.check(store, suite, adapter, model)
+        for note in filters.check(store, suite, adapter, model):  # on stderr, whichever view follows
+            typer.echo(note, err=True)
         if claims:
             return _write(paper_claims.table(store, include_stale=include_stale), format, "")
         if paper:
@@ -126,8 +127,6 @@ def results(
         sys.stdout.write((_aggregate_table(frame) if aggregate else _table(frame)) + "\n")
         if any(at_chance(v) for v in frame.baseline_above_chance):
             sys.stdout.write("at chance: the baseline's 95% CI reaches the chance level, so %Base there is not meaningful (read chance-adj.)\n")
-    for note in notes:
-        typer.echo(note, err=True)
 
 
 PAPER_RUN = {"run_id": "run_id", "model": "model", "family_run": "family", "adapter": "adapter", "label": "label", "config": "config",
