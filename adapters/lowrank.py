@@ -19,9 +19,11 @@ Choices, written down here:
   multiply-adds than the dense head for r < D. A tied base shares the input's factors (the tie is
   preserved; ``tie_weights()`` is told to leave the head alone); an untied head is factorized
   from its own table; an output bias is kept. ``--set output=false`` keeps a dense head.
-* In inference on up to 64 states the second product runs in a kernel (CPU:
-  :mod:`harness.methods.low_rank_head`; CUDA with Triton: :mod:`harness.methods.low_rank_triton`);
-  otherwise, and in training, torch's two products (the reference).
+* In inference on up to 64 states on the CPU the second product runs in a kernel
+  (:mod:`harness.methods.low_rank_head`); otherwise, in training and on CUDA, torch's two products
+  (the reference). On an H100 cuBLAS beat a Triton kernel for the second product at every shape
+  measured (SmolLM2 and Llama-3 shapes, batch 1 and 32, eager and graphed: the kernel 0.43-0.58x
+  the reference; docs/performance.md), so CUDA keeps cuBLAS.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from torch import nn
 from harness.adapter import Adapter, FitContext, replace_tables
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.methods import low_rank_head, triton_support
+from harness.methods import low_rank_head
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,6 @@ class FactorizedLMHead(nn.Module):
         training = torch.is_grad_enabled() and (flat.requires_grad or factors.lookup.requires_grad or factors.projection.requires_grad)
         if not training and low_rank_head.applies(flat):  # a few states: the fused heads' thread pool
             out = low_rank_head.logits(flat, factors.projection, factors.lookup, self.bias)
-            return out.reshape(*hidden.shape[:-1], -1)
-        few = flat.shape[0] <= low_rank_head.MAX_STATES and flat.dtype == torch.float32
-        if not training and few and triton_support.runs(flat, factors.lookup):
-            from harness.methods import low_rank_triton
-
-            out = low_rank_triton.logits(flat, factors.projection, factors.lookup, self.bias)
             return out.reshape(*hidden.shape[:-1], -1)
         low = hidden @ factors.projection.T  # (..., r)
         return F.linear(low, factors.lookup, self.bias)  # (..., V)

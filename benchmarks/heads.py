@@ -98,7 +98,7 @@ def _bytes(head: nn.Module, n: int, device: str, lut_bytes: int = 4) -> tuple[in
 
 def _reference_bytes(head: nn.Module, n: int) -> int:
     """Bytes one call of a head's torch reference moves: ASG's adds its (V, m) int32 index and a
-    (V, max(n, 2)) sum; the low-rank reference reads what the kernel reads."""
+    (V, max(n, 2)) sum; the low-rank reference reads what the CPU kernel reads."""
     if isinstance(head, ConceptLMHead):
         c, columns = head.concepts, max(n, 2)
         vocab = head.codes.shape[1]
@@ -136,14 +136,15 @@ class Timed:
 
 def timed_calls(dense: nn.Linear, heads: dict[str, nn.Module], hidden: torch.Tensor, device: str) -> dict[str, Timed]:
     """What the heads section times beside the dense head: every head's own call; its torch
-    reference ("<name> reference"; on CPU only ASG's, as a head of its own kernel); on CUDA also ASG's
+    reference ("<name> reference"; on CPU only ASG's, as a head of its own kernel; on CUDA every head's
+    but low-rank's, which runs cuBLAS there); on CUDA also ASG's
     kernel with a half-precision score table ("<name> lut=bfloat16", "lut=float16": an option)."""
     calls = head_calls(dense, heads, hidden)
     cuda = device.startswith("cuda")
     out = {}
     for name, head in heads.items():
         out[name] = Timed(head, calls[name])
-        if cuda or name.startswith("asg"):
+        if (cuda and not isinstance(head, FactorizedLMHead)) or name.startswith("asg"):  # low-rank on CUDA: its call is its reference
             out[f"{name} reference"] = Timed(head, reference_call(head, hidden), reference_of=name)
         if cuda and name.startswith("asg") and triton_support.available():
             from harness.methods import gather_sum_triton

@@ -1,7 +1,7 @@
 """Whether the Triton kernels run: on CUDA tensors, in inference, when Triton is installed.
 
-The GPU kernels (:mod:`harness.methods.gather_sum_triton`, :mod:`harness.methods.concept_lookup_triton`,
-:mod:`harness.methods.low_rank_triton`) are an optional extra (``pip install 'embedding-harness[gpu]'``,
+The GPU kernels (:mod:`harness.methods.gather_sum_triton`, :mod:`harness.methods.concept_lookup_triton`)
+are an optional extra (``pip install 'embedding-harness[gpu]'``,
 Triton 3.6.0). Callers ask :func:`runs` before importing one, so Triton is imported only where a
 kernel will run; without it a CUDA model keeps its torch reference path, and says so once.
 On a machine without a GPU the tests run the same kernels on CPU tensors through Triton's
