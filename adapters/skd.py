@@ -183,6 +183,7 @@ class SkdAdapter(Adapter):
     def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
         teacher = fit.teacher
         dictionary, windows, facts = senses.fit_dictionary(teacher, fit, self.config)
+        dictionary = dictionary.to(fit.device)  # the teacher's labels and the loss index it with batches on the run's device
         pad_id = fit.tokenizer.pad_token_id or 0
         labels = label_windows(teacher, dictionary, windows, fit.budget, pad_id, fit.device, fit.progress)
         trained = cut_student(model, self.config.layers)
