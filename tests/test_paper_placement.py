@@ -227,10 +227,10 @@ def test_a_verdict_without_an_interval_or_in_another_setting_says_so():
 
 
 def test_a_claim_in_another_setting_says_why_and_markdown_has_every_claim(store):
-    _run(store, "vd-0", "vocabdiet", "lm_eval", Score("paper003_avg6", "en", "test", "acc", 0.5, n=300, pct_base=99.0, shots=0, setting="0-shot"),
+    _run(store, "vd-0", "vocabdiet", "lm_eval", Score("paper003_avg6", "avg", "test", "acc", 0.5, n=300, pct_base=99.0, shots=0, setting="0-shot"),
          {}, {"distill": "stage2"}, model="smollm2")
     assert _claim(store, "vocabdiet", "Table 3")["verdict"] == "setting differs: setting: 5-shot vs 0-shot"
-    _run(store, "vd-5", "vocabdiet", "lm_eval", Score("paper003_avg6", "en", "test", "acc", 0.5, n=300, pct_base=96.0, shots=5, setting="5-shot"),
+    _run(store, "vd-5", "vocabdiet", "lm_eval", Score("paper003_avg6", "avg", "test", "acc", 0.5, n=300, pct_base=96.0, shots=5, setting="5-shot"),
          {}, {"distill": "stage2"}, model="smollm2", finished="2026-01-01T00:00:30+00:00")
     row = _claim(store, "vocabdiet", "Table 3")  # an older run in the paper's setting is the closer one
     assert row["runs"] == "vd-5" and row["verdict"] == "disagrees (no interval)"
