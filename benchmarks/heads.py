@@ -85,7 +85,7 @@ def _bytes(head: nn.Module, n: int, device: str, lut_bytes: int = 4) -> tuple[in
         c = head.concepts
         m, vocab = head.codes.shape
         rows, width = c.codebooks.shape
-        columns = n if device.startswith("cuda") else padded_width(n)  # CUDA: (m, N, k) table; CPU: (m*k, padded N)
+        columns = n if device.startswith("cuda") else padded_width(n)  # CUDA: (m, k, N) table; CPU: (m*k, padded N)
         table = 2 * lut_bytes * m * c.k * columns  # score table written, then read
         moved = head.codes.numel() * head.codes.element_size() + 4 * (rows * width + n * m * width) + table + 4 * n * vocab
         return moved, n * (vocab * m + m * c.k * width)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness.errors import EmptyStoreError
 from harness.results import reference, summary
 from harness.results.records import ItemOutputs
 from harness.results.store import Store
@@ -56,7 +57,10 @@ def reader(path) -> Store:
 
 
 def _tables(store: Store) -> set[str]:
-    return set(store.query("SELECT table_name FROM information_schema.tables").table_name)
+    try:
+        return set(store.query("SELECT table_name FROM information_schema.tables").table_name)
+    except EmptyStoreError:  # a DuckDB file without the harness's tables: the first-run page
+        return set()
 
 
 def landing(store: Store) -> Landing:

@@ -26,7 +26,7 @@ def test_bpb_base_and_asg_with_inverted_pct_base_and_decode_efficiency(tmp_path)
     args = ["run", "--suite", "bpb", "--adapter", "asg", "--profile", "smoke", "--db", str(db)]
     result = CliRunner().invoke(app, args + [a for kv in SMALL_ASG for a in ("--set", kv)])
     assert result.exit_code == 0, result.output
-    assert "bits_per_byte" in result.output and "timed in this run" in result.output and "decode (1 x 1)" in result.output
+    assert "bits_per_byte" in result.output and "timed in one run" in result.output and "decode (1 x 1)" in result.output
     store = Store(db)
     ids = store.query("SELECT run_id FROM runs ORDER BY started_at").run_id.tolist()
     base, asg = (store.load(i) for i in ids)

@@ -94,7 +94,7 @@ def test_a_run_made_on_another_device_is_reused_and_says_where_it_was_timed(smok
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert result.output.count(" on cuda)") == 2  # the compression table's baseline and asg columns
-    assert "timed in this run on cuda" in result.output
+    assert "timed in one run on cuda" in result.output
     assert Store(db).query("SELECT count(*) AS n FROM runs").n[0] == 2
 
 

@@ -53,12 +53,18 @@ def user_errors() -> Iterator[None]:
 
 
 @contextmanager
-def no_runs_yet() -> Iterator[None]:
-    """A results database without runs is an answer, not an error: its one line on stdout, exit code 0."""
+def no_runs_yet(format: str = "table") -> Iterator[None]:
+    """A results database without runs is an answer, not an error: exit code 0 with its one line on
+    stdout, or for csv / json an empty result there (``[]``, nothing) and the line on stderr, so a
+    script parsing the output reads no rows."""
     try:
         yield
     except EmptyStoreError as err:
-        typer.echo(str(err))
+        if format in ("csv", "json"):
+            typer.echo("[]" if format == "json" else "", nl=format == "json")
+            typer.echo(str(err), err=True)
+        else:
+            typer.echo(str(err))
         raise typer.Exit(code=0) from None
 
 

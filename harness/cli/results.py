@@ -13,10 +13,11 @@ import pandas as pd
 import typer
 from harness.leaderboard.frames import config_label, key_settings
 
+from harness.budgets import PROFILES
 from harness.cli import filters
 from harness.cli.common import DbOption, no_runs_yet, user_errors
 from harness.cli.paper_table import paper_tables
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
 from harness.leaderboard.queries import paper_points
 from harness.results import claims as paper_claims
 from harness.results import summary
@@ -98,12 +99,14 @@ def results(
     """Scores of finished runs with CIs, %Base (raw, paired CI, chance-adjusted), McNemar p, flip rate,
     embedding-parameter fraction and storage; runs whose baseline is not above chance are flagged.
     Runs made by other code than the installed one are stale: hidden unless --include-stale."""
-    with user_errors(), no_runs_yet():
+    with user_errors(), no_runs_yet(format):
         formats = ("table", "csv", "json", "markdown") if claims or paper else ("table", "csv", "json")
         if format not in formats:
             raise ConfigError(f"unknown format '{format}'; use {', '.join(formats)}")
         if paper and (claims or aggregate):
             raise ConfigError("--paper shows runs' headlines; drop --claims / --aggregate (one view at a time)")
+        if profile is not None and profile not in PROFILES:
+            raise ConfigError(f"unknown profile '{profile}'; {did_you_mean(profile, PROFILES)}profiles: {', '.join(PROFILES)}")
         if claims and (aggregate or suite or adapter or model or profile):
             raise ConfigError("--claims reads every current run; drop --aggregate, --suite, --adapter, --model and --profile")
         store = Store(db)

@@ -225,11 +225,11 @@ def _efficiency_table(outcomes) -> Table:
     phases = {e.phase: e for e in method.efficiency}
     in_run = {p[len(BASE_PHASE):]: e for p, e in phases.items() if p.startswith(BASE_PHASE)}
     own = {p: e for p, e in phases.items() if not p.startswith(BASE_PHASE)}
+    when = "" if not outcomes[-1].reused else f" (run of {method.finished_at[:16].replace('T', ' ')})"
     if in_run:
-        table = Table(title=f"efficiency: unchanged model and {method.spec.adapter}, timed in this run on {method.device} in alternating rounds")
+        table = Table(title=f"efficiency: unchanged model and {method.spec.adapter}, timed in one run on {method.device}{when} in alternating rounds")
         columns = [("unchanged", in_run), (method.spec.adapter, own)]
     else:
-        when = "" if not outcomes[-1].reused else f" (run of {method.finished_at[:16].replace('T', ' ')})"
         table = Table(title=f"efficiency on {method.device}{when}")
         columns = [(method.spec.adapter, own)]
     table.add_column("phase")

@@ -9,6 +9,7 @@ the plan, before any model loads; the data, database, NaN and SIGINT cases run u
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -117,6 +118,7 @@ CASES = [
     Case("setting key in another case", lambda e: [*RUN, "--adapter", "asg", "--set", "K=3"], "did you mean 'k'?"),
     Case("model alias in another case", lambda e: [*BASE, "--adapter", "asg", "--model", "MiniLM", "--profile", "smoke"], "did you mean 'minilm'?"),
     Case("results for a misspelt suite", lambda e: ["results", "--suite", "xnl"], "no suite 'xnl' among the runs in"),
+    Case("results for a misspelt profile", lambda e: ["results", "--profile", "quik"], "unknown profile 'quik'; did you mean 'quick'?"),
     Case("export over an existing file", lambda e: ["export", "no-such-run", "--out", e.file("exists.txt")], "is an existing file"),
     Case("database path is a folder", lambda e: [*RUN, "--adapter", "asg", "--db", str(e.tmp)], "is a folder; pass a database file"),
     Case("recovery steps above the cap", lambda e: [*RUN, "--adapter", "asg", "--recover", "100000000"], "above the 12 h cap"),
@@ -205,6 +207,10 @@ def test_empty_database(tmp_path):
         result = CliRunner().invoke(app, [*command, "--db", str(db)])
         assert result.exit_code == 0, result.output
         assert result.stdout.startswith(f"no runs in {db} yet"), result.output
+    result = CliRunner().invoke(app, ["results", "--db", str(db), "-f", "json"])  # a script reads no rows, not a sentence
+    assert result.exit_code == 0 and json.loads(result.stdout) == [] and f"no runs in {db} yet" in result.stderr, result.output
+    result = CliRunner().invoke(app, ["list", "matrix", "--db", str(db)])  # `make reference` on it: every entry to make
+    assert result.exit_code == 0 and "current" not in result.stdout and "missing" in result.stdout, result.output
     result = CliRunner().invoke(app, ["show", "20260101-000000-asg-abcdef", "--db", str(db)])
     assert result.exit_code == 2, result.output
     assert f"no runs in {db} yet" in _error_line(result.stderr)
