@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.errors import EmptyStoreError
 from harness.results import reference, summary
 from harness.results.records import ItemOutputs
 from harness.results.store import Store
@@ -56,15 +55,8 @@ def reader(path) -> Store:
     return Store(path, retries=8, wait_s=0.25)
 
 
-def _tables(store: Store) -> set[str]:
-    try:
-        return set(store.query("SELECT table_name FROM information_schema.tables").table_name)
-    except EmptyStoreError:  # a DuckDB file without the harness's tables: the first-run page
-        return set()
-
-
 def landing(store: Store) -> Landing:
-    tables = _tables(store)
+    tables = store.tables()
     if "runs" not in tables:
         return Landing(pd.DataFrame(), 0, 0, 0)
     papers = "(SELECT count(*) FROM paper_results)" if "paper_results" in tables else "0"
@@ -134,7 +126,7 @@ def paper_points(store: Store, suites: tuple[str, ...], pareto: bool = True) -> 
     left out: they sit at 100% and 1.0 by definition), with their training regime and model family
     (:func:`harness.results.reference.annotate`); those with Pareto coordinates (%Base and an
     embedding fraction), or with ``pareto=False`` every quality metric's row (``harness results --paper``)."""
-    if "paper_results" not in _tables(store):
+    if "paper_results" not in store.tables():
         return reference.annotate(pd.DataFrame(columns=list(PAPER_COLUMNS)))
     plotted = "pct_base IS NOT NULL AND emb_param_fraction IS NOT NULL" if pareto else "list_contains(?, metric)"
     quality = [] if pareto else [sorted(reference.HIGHER_IS_BETTER | reference.LOWER_IS_BETTER)]

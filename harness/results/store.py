@@ -293,6 +293,14 @@ class Store:
             _check_schema(con, self.path, writing=False)
             return con.execute(sql, params or []).df()
 
+    def tables(self) -> set[str]:
+        """The tables the database holds: none for a missing file or a DuckDB file without the
+        harness's tables (where :meth:`query` raises EmptyStoreError), so a reader can show an empty view."""
+        if not self.path.exists():
+            return set()
+        with self._connect(read_only=True) as con:
+            return _tables(con)
+
     def items(self, run_id: str) -> list[ItemOutputs]:
         """A run's per-item outputs, one ItemOutputs per task x language x split x metric, items in stored order."""
         optional = "CASE WHEN count({0}) = 0 THEN NULL ELSE list({0} ORDER BY rowid) END"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.errors import ConfigError, EmptyStoreError, HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.results.records import RunSpec
 from harness.results.store import Store
 from harness.runner.plan import RunRequest, plan
@@ -115,16 +115,13 @@ def read(path: Path = MATRIX) -> list[Entry]:
 def _stored(store: Store) -> pd.DataFrame:
     """Every finished run: identity columns, configs parsed, recovery (steps, LoRA) and wall minutes."""
     columns = ["run_id", "config_hash", "model", "adapter", "suite", "profile", "seed", "adapter_config", "suite_config", "recovery", "minutes", "finished_at"]
-    if not store.path.exists():
+    if "runs" not in store.tables():  # no file yet, or a DuckDB file without the harness's tables: every entry is missing
         return pd.DataFrame(columns=columns)
-    try:
-        runs = store.query(
-            "SELECT run_id, config_hash, model, adapter, suite, profile, seed, CAST(adapter_config AS VARCHAR) AS adapter_config, "
-            "CAST(suite_config AS VARCHAR) AS suite_config, CAST(recipe AS VARCHAR) AS recipe, wall_s / 60 AS minutes, finished_at "
-            "FROM runs WHERE status = 'finished' ORDER BY finished_at DESC"
-        )
-    except EmptyStoreError:  # a DuckDB file without the harness's tables: every entry is missing
-        return pd.DataFrame(columns=columns)
+    runs = store.query(
+        "SELECT run_id, config_hash, model, adapter, suite, profile, seed, CAST(adapter_config AS VARCHAR) AS adapter_config, "
+        "CAST(suite_config AS VARCHAR) AS suite_config, CAST(recipe AS VARCHAR) AS recipe, wall_s / 60 AS minutes, finished_at "
+        "FROM runs WHERE status = 'finished' ORDER BY finished_at DESC"
+    )
     return runs.assign(
         adapter_config=runs.adapter_config.map(json.loads), suite_config=runs.suite_config.map(json.loads),
         recovery=runs.recipe.map(lambda r: _recovery(json.loads(r or "{}"))),
