@@ -102,10 +102,47 @@ def test_cache_list_and_clear(cache_dir, tmp_path):
     runner = CliRunner()
     listed = runner.invoke(app, ["cache", "list"])
     assert listed.exit_code == 0 and info.key in listed.output and "asg k=16 m=8" in listed.output
-    bad = runner.invoke(app, ["cache", "clear", "nosuchdigest"])
-    assert bad.exit_code == 2 and "no cached fit nosuchdigest" in bad.output
+    bad = runner.invoke(app, ["cache", "clear", "0123456789abcdef0123"])
+    assert bad.exit_code == 2 and "'0123456789abcdef0123' is not a cached fit's digest" in bad.output
+    cleared = runner.invoke(app, ["cache", "clear", info.key[:8]])  # a unique prefix, as `git` takes one
+    assert cleared.exit_code == 0 and f"removed {info.key}" in cleared.output and not list(cache_dir.iterdir())
+
+
+def _tree(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"" for p in sorted(folder.rglob("*"))}
+
+
+def test_cache_clear_deletes_only_what_the_cache_wrote(tmp_path, monkeypatch):
+    """Neither a path given as a digest (``../..``, an absolute folder) nor a foreign folder inside the
+    cache is ever deleted (bad input III: `cache clear /any/dir` removed that folder); `clear` alone
+    removes the cache's entries and the partial ones a killed process left, and says which."""
+    home = tmp_path / "home"
+    cache_dir = home / "a" / "b" / "fits"
+    monkeypatch.setenv("HARNESS_FIT_CACHE", str(cache_dir))
+    _, info = _fit(tmp_path)
+    (home / "a" / "notes.txt").write_text("a user's file")
+    (home / "precious").mkdir()
+    (home / "precious" / "thesis.tex").write_text("chapter 1")
+    (cache_dir / "mine").mkdir()                       # a folder the user put inside the cache
+    (cache_dir / "mine" / "keep.txt").write_text("x")
+    (cache_dir / "0123456789abcdef0123").mkdir()       # a digest's name, but no manifest: not the cache's
+    partial = cache_dir / f".{info.key}.4242.tmp"      # what a killed fit leaves
+    partial.mkdir()
+    (partial / "model.safetensors").write_bytes(b"partial")
+    before = _tree(home)
+    runner = CliRunner()
+    for argv in (["../.."], [".."], [str(home / "precious")], ["mine"], ["0123456789abcdef0123"], [""], [info.key, "../.."]):
+        result = runner.invoke(app, ["cache", "clear", *argv])
+        assert result.exit_code == 2, (argv, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and "nothing was removed" in lines[0], (argv, lines)
+        assert _tree(home) == before, argv
     cleared = runner.invoke(app, ["cache", "clear"])
-    assert cleared.exit_code == 0 and "removed 1" in cleared.output and not list(cache_dir.iterdir())
+    assert cleared.exit_code == 0 and f"removed {info.key}" in cleared.output and f"removed {partial.name}" in cleared.output
+    assert "removed 2 cached fits" in cleared.output
+    after = _tree(home)
+    assert {k for k in before if k not in after} == {k for k in before if info.key in k}
+    assert sorted(p.name for p in cache_dir.iterdir()) == ["0123456789abcdef0123", "mine"]
 
 
 @pytest.mark.slow

@@ -50,12 +50,11 @@ def cache_list() -> None:
 
 
 @cache_app.command("clear")
-def cache_clear(digest: Annotated[Optional[list[str]], typer.Argument(help="Entries to delete (default: all).")] = None) -> None:
-    """Delete cached fits (all, or the given digests)."""
+def cache_clear(digest: Annotated[Optional[list[str]], typer.Argument(help="Entries to delete, by digest or a unique prefix (default: all).")] = None) -> None:
+    """Delete cached fits (all, or the given digests); only folders the cache wrote are ever removed."""
     with user_errors():
         cache = _cache()
-        unknown = [d for d in digest or [] if not (cache.folder / d).is_dir()]
-        if unknown:
-            raise ConfigError(f"no cached fit {', '.join(unknown)}; see `harness cache list`")
         removed = cache.clear(digest or None)
-    typer.echo(f"removed {removed} cached fits from {cache.folder}")
+    for name in removed:
+        typer.echo(f"removed {name}")
+    typer.echo(f"removed {len(removed)} cached fits from {cache.folder}")

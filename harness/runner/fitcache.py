@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import warnings
@@ -41,6 +42,10 @@ from harness.sources.models import cache_dir
 from harness.suite import Head
 
 MANIFEST = "manifest.json"
+DIGEST = re.compile(r"[0-9a-f]{20}")
+"""An entry's folder name: the first 20 hex digits of its key's sha256 (:func:`digest`)."""
+PARTIAL = re.compile(r"\.([0-9a-f]{20})\.\d+\.tmp")
+"""A folder :meth:`FitCache.put` writes before renaming it to its digest (left by a killed process)."""
 
 
 @dataclass(frozen=True)
@@ -155,15 +160,36 @@ class FitCache:
             out.append(Entry(manifest.parent.name, manifest.parent, info["key"], info["fit_seconds"], info["created"], size))
         return out
 
-    def clear(self, digests: list[str] | None = None) -> int:
-        """Delete the given entries (all when None, with partial ones); returns how many were removed."""
-        targets = [self.folder / d for d in digests] if digests else list(self.folder.glob("*")) if self.folder.exists() else []
-        removed = 0
+    def written(self) -> list[Path]:
+        """The folders this cache wrote: entries (a digest's name holding a manifest) and partial
+        entries a killed process left; nothing else in the folder is ever counted as the cache's."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(p for p in self.folder.iterdir() if p.is_dir() and not p.is_symlink() and (
+            (DIGEST.fullmatch(p.name) and (p / MANIFEST).is_file()) or PARTIAL.fullmatch(p.name)))
+
+    def resolve(self, names: list[str]) -> list[Path]:
+        """The entries ``names`` (digests, or unique prefixes of them) denote; a name that is no
+        entry's raises ConfigError naming it, before anything is deleted."""
+        entries = {p.name: p for p in self.written() if DIGEST.fullmatch(p.name)}
+        out = []
+        for name in names:
+            matches = [p for d, p in entries.items() if d.startswith(name)] if re.fullmatch(r"[0-9a-f]{4,20}", name) else []
+            if len(matches) != 1:
+                shown = ascii(name)[1:-1]
+                why = "matches " + ", ".join(sorted(p.name for p in matches)) if matches else "is not a cached fit's digest in " + str(self.folder)
+                raise ConfigError(f"'{shown}' {why}; give a digest from `harness cache list`; nothing was removed")
+            out.append(matches[0])
+        return out
+
+    def clear(self, names: list[str] | None = None) -> list[str]:
+        """Delete the entries ``names`` denote (:meth:`resolve`), or every folder this cache wrote
+        (:meth:`written`) when None; returns the names of the folders removed. Only folders inside
+        the cache that the cache wrote are ever deleted."""
+        targets = self.resolve(names) if names else self.written()
         for path in targets:
-            if path.is_dir():
-                shutil.rmtree(path)
-                removed += 1
-        return removed
+            shutil.rmtree(path)
+        return [p.name for p in targets]
 
 
 def _fit_now(fit: Callable[[], Applied]) -> tuple[Applied, float]:
