@@ -130,7 +130,10 @@ def default_path(explicit: str | Path | None = None) -> Path:
 
 
 def _is_lock_error(err: Exception) -> bool:
-    return "lock" in str(err).lower()
+    """DuckDB's refusal while another process holds the file ("Could not set lock on file ...
+    Conflicting lock is held"); a damaged block's checksum error names a "block", which is no lock."""
+    text = str(err).lower()
+    return "could not set lock" in text or "conflicting lock" in text
 
 
 def _run_row(rec: RunRecord) -> tuple:
@@ -175,12 +178,29 @@ class Store:
                 time.sleep(self.wait_s)
         try:
             yield con
+        except duckdb.Error as err:  # the one place a damaged file becomes its one-line error
+            raise StoreError(
+                f"cannot read {self.path}: {str(err).splitlines()[0]}; the database is damaged: restore it from a copy "
+                "(`git checkout results.duckdb` for the committed one) or pass --db another file"
+            ) from None
         finally:
             con.close()
+
+    def _check_intact(self) -> None:
+        """Read every column of every table before a write opens the file read-write: DuckDB checks
+        each block's checksum as it reads it, so a damaged database (cut short, a flipped byte) is
+        refused with its one-line error and left byte-identical, never rewritten."""
+        if not self.path.exists():
+            return
+        with self._connect(read_only=True) as con:
+            tables = con.execute("SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'").fetchall()
+            for (table,) in tables:
+                con.execute(f'SELECT max(hash(COLUMNS(*))) FROM "{table}"').fetchall()
 
     @contextmanager
     def _write(self) -> Iterator[duckdb.DuckDBPyConnection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._check_intact()
         with self._connect(read_only=False) as con:
             _check_schema(con, self.path, writing=True)
             version = _schema_version(con)

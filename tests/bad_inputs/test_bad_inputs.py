@@ -194,7 +194,7 @@ def test_catalogue_has_at_least_25_cases():
 
 
 # Cases that need more than a command line; each is a test below and a row in README.md.
-SPECIAL = ["locked database", "corrupt database", "empty database", "read-only database folder", "full disk", "NaN training loss", "SIGINT mid-run"]
+SPECIAL = ["locked database", "corrupt database", "damaged database", "empty database", "read-only database folder", "full disk", "NaN training loss", "SIGINT mid-run"]
 
 
 def test_empty_database(tmp_path):
@@ -241,6 +241,35 @@ def test_corrupt_database(tmp_path):
     assert result.exit_code == 2, result.output
     assert "is not a readable DuckDB database" in _error_line(result.stderr)
     assert db.read_bytes() == garbage  # left as it was, for the user to restore
+    assert not list(tmp_path.glob("results.records/*.json"))  # no run started
+
+
+def _cut_short(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _flipped(data: bytes) -> bytes:
+    """A byte flipped in the middle of every 256 KiB block after DuckDB's 12 KiB of headers."""
+    out = bytearray(data)
+    for at in range(12288 + 131072, len(out), 262144):
+        out[at] ^= 0x5A
+    return bytes(out)
+
+
+@pytest.mark.parametrize("damage", [_cut_short, _flipped], ids=["cut short", "byte flipped"])
+def test_damaged_database(damage, shared_db, tmp_path):
+    """A DuckDB file cut short or with flipped bytes opens, but its blocks fail their checksums: every
+    command that writes refuses it before writing (the file stays byte-identical), and every read says
+    so in one line."""
+    db = tmp_path / "results.duckdb"
+    db.write_bytes(damage(shared_db[0].read_bytes()))
+    damaged = db.read_bytes()
+    for command in (["reference", "load"], [*RUN, "--adapter", "asg"], ["results", "--model", "minilm"], ["list", "runs"]):
+        result = CliRunner().invoke(app, [*command, "--db", str(db)])
+        assert result.exit_code == 2, (command, result.output)
+        line = _error_line(result.stderr)
+        assert "the database is damaged" in line or "not a readable DuckDB database" in line, (command, line)
+        assert db.read_bytes() == damaged, command
     assert not list(tmp_path.glob("results.records/*.json"))  # no run started
 
 
