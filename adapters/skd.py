@@ -4,13 +4,14 @@ teacher's head.
 
 1. Sense dictionary of the teacher (the model as the suite hands it over, fine-tuned where the
    suite fine-tunes: stage ``after_finetune``) over the fit corpus, as in ``multisense``
-   (:mod:`harness.methods.senses`).
+   (:mod:`harness.methods.senses.fit`).
 2. Labels: on every fit window the teacher's arg-max sense index i* = argmax_i <m_t, s_t^(i)> per
    token (tokens with two or more senses; with one sense there is nothing to learn).
 3. Student: the same model with only its first ``layers`` transformer layers (the authors' Llama
    student: the first 4 of 32; by default here 1, see Reported), trained on the fit windows (the
    dictionary's inputs, a pair as two segments with their token type ids) with the paper's loss
-   L = -sum_t log softmax_j <n_t, s_t^(j)> [i*] (:func:`harness.methods.senses.sense_cross_entropy`).
+   L = -sum_t log softmax_j <n_t, s_t^(j)> [i*]
+   (:func:`harness.methods.senses.dictionary.sense_cross_entropy`).
    W_align maps the student into the dictionary's width only where the widths differ; a student
    cut from the teacher's own layers has the teacher's width, so none is needed (as in the
    authors' Llama student). A narrower student (the paper's DeBERTa-xsmall-shaped one) is not
@@ -56,16 +57,18 @@ import torch
 from torch import nn
 from transformers import get_cosine_schedule_with_warmup
 
-from harness.methods import senses
 from harness.adapter import Adapter, Compressed, FitContext
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
 from harness.measure.efficiency import model_bytes
+from harness.methods.senses.collect import Window, backbone_of, batches, last_hidden
+from harness.methods.senses.dictionary import SenseDictionary, sense_cross_entropy, teacher_senses
+from harness.methods.senses.fit import SenseBudget, SenseSettings, fit_dictionary
 
 
 @dataclass(frozen=True)
-class SkdBudget(senses.SenseBudget):
+class SkdBudget(SenseBudget):
     epochs: float = 1.0
     learning_rate: float = 1e-4
     weight_decay: float = 1e-4
@@ -81,7 +84,7 @@ BUDGETS = Budgets(
 
 
 @dataclass(frozen=True)
-class SkdConfig(senses.SenseSettings):
+class SkdConfig(SenseSettings):
     layers: int = 1  # the student keeps the teacher's first N layers (MiniLM: 1 of 6 = 17% of the layers' parameters)
 
     def __post_init__(self) -> None:
@@ -102,13 +105,13 @@ def layer_stack(backbone: nn.Module) -> tuple[nn.Module, str]:
 
 def layer_params(model: nn.Module) -> int:
     """Parameters of the model's transformer layer stack: what ``params_ratio`` counts (module docstring)."""
-    parent, attr = layer_stack(senses.backbone_of(model))
+    parent, attr = layer_stack(backbone_of(model))
     return sum(p.numel() for p in getattr(parent, attr).parameters())
 
 
 def cut_student(model: nn.Module, layers: int) -> nn.ModuleList:
     """Keep the first ``layers`` transformer layers of ``model`` in place; returns them."""
-    backbone = senses.backbone_of(model)
+    backbone = backbone_of(model)
     total = backbone.config.num_hidden_layers
     if layers >= total:
         raise ConfigError(f"layers={layers} must be below the teacher's {total} layers; pick e.g. --set layers={max(1, total // 3)}")
@@ -122,19 +125,19 @@ def cut_student(model: nn.Module, layers: int) -> nn.ModuleList:
 
 
 @torch.inference_mode()
-def label_windows(teacher: nn.Module, dictionary: senses.SenseDictionary, windows: list[senses.Window],
+def label_windows(teacher: nn.Module, dictionary: SenseDictionary, windows: list[Window],
                   budget: SkdBudget, pad_id: int, device: str, progress) -> list[torch.Tensor]:
     """The teacher's sense label per position of every batch of windows (-1: nothing to learn)."""
-    backbone = senses.backbone_of(teacher).eval().to(device)
+    backbone = backbone_of(teacher).eval().to(device)
     out = []
     steps = math.ceil(len(windows) / budget.batch_size)
-    for step, batch in enumerate(senses.batches(windows, budget.batch_size, pad_id, device)):
-        out.append(senses.teacher_senses(dictionary, batch.ids, batch.mask, senses.last_hidden(backbone, batch)))
+    for step, batch in enumerate(batches(windows, budget.batch_size, pad_id, device)):
+        out.append(teacher_senses(dictionary, batch.ids, batch.mask, last_hidden(backbone, batch)))
         progress("teacher senses", step + 1, steps)
     return out
 
 
-def distill(model: nn.Module, trained: nn.Module, dictionary: senses.SenseDictionary, windows: list[senses.Window],
+def distill(model: nn.Module, trained: nn.Module, dictionary: SenseDictionary, windows: list[Window],
             labels: list[torch.Tensor], budget: SkdBudget, pad_id: int, fit: FitContext) -> dict[str, float]:
     """Train ``trained`` (the student's layers) with the SKD loss; returns the last epoch's mean
     loss and sense agreement with the teacher."""
@@ -143,21 +146,21 @@ def distill(model: nn.Module, trained: nn.Module, dictionary: senses.SenseDictio
     params = list(trained.parameters())
     for p in params:
         p.requires_grad_(True)
-    backbone = senses.backbone_of(model).train().to(fit.device)
+    backbone = backbone_of(model).train().to(fit.device)
     epochs = math.ceil(budget.epochs)
     steps = max(1, round(budget.epochs * len(labels)))
     opt = torch.optim.AdamW(params, lr=budget.learning_rate, weight_decay=budget.weight_decay)
     schedule = get_cosine_schedule_with_warmup(opt, int(budget.warmup_ratio * steps), steps)
     generator = torch.Generator().manual_seed(fit.seed)
-    batches = list(senses.batches(windows, budget.batch_size, pad_id, fit.device))
+    padded = list(batches(windows, budget.batch_size, pad_id, fit.device))
     step, losses, agreement = 0, [], []
     for _ in range(epochs):
         losses, agreement = [], []
-        for b in torch.randperm(len(batches), generator=generator).tolist():
+        for b in torch.randperm(len(padded), generator=generator).tolist():
             if step == steps:
                 break
-            batch = batches[b]
-            loss, agree = senses.sense_cross_entropy(dictionary, batch.ids, labels[b], senses.last_hidden(backbone, batch))
+            batch = padded[b]
+            loss, agree = sense_cross_entropy(dictionary, batch.ids, labels[b], last_hidden(backbone, batch))
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -182,7 +185,7 @@ class SkdAdapter(Adapter):
 
     def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
         teacher = fit.teacher
-        dictionary, windows, facts = senses.fit_dictionary(teacher, fit, self.config)
+        dictionary, windows, facts = fit_dictionary(teacher, fit, self.config)
         dictionary = dictionary.to(fit.device)  # the teacher's labels and the loss index it with batches on the run's device
         pad_id = fit.tokenizer.pad_token_id or 0
         labels = label_windows(teacher, dictionary, windows, fit.budget, pad_id, fit.device, fit.progress)
@@ -193,7 +196,7 @@ class SkdAdapter(Adapter):
             for role, m in (("teacher", teacher), ("student", model))
         }
         dictionary.attach(model)
-        facts |= {"teacher_layers": senses.backbone_of(teacher).config.num_hidden_layers, "student_layers": self.config.layers}
+        facts |= {"teacher_layers": backbone_of(teacher).config.num_hidden_layers, "student_layers": self.config.layers}
         for what in ("params", "model_params", "weight_bytes"):
             facts |= {f"teacher_{what}": counts["teacher"][what], f"student_{what}": counts["student"][what],
                       f"{what}_ratio": counts["student"][what] / counts["teacher"][what]}

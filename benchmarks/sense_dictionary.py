@@ -13,12 +13,12 @@ formula's bytes, the part from "frequent" tokens (seen at least the largest cap 
 linear), seconds to cluster, and least-squares lines with R^2 for the whole and the frequent part.
 
 With ``--mcl`` a Markov-clustering dictionary is built per vector cap too (each token's own number
-of senses, not capped by k: :func:`harness.methods.senses.senses_wanted`), and its senses per token
-are printed in paper 004 Table 6's bins (tokens with at most / more than 15 senses) beside the
-paper's row for Llama-3-8B-Instruct (read from ``paper_results.csv``), with what MCL found (tokens
-it gave one cluster, the median and largest cluster count). ``--mcl-scales 1,30`` adds, at the
-largest cap, dictionaries of the same vectors multiplied by each scale other than 1: the MCL count
-follows the vectors' scale, not their geometry (docs/methods.md).
+of senses, not capped by k: :func:`harness.methods.senses.cluster.senses_wanted`), and its senses
+per token are printed in paper 004 Table 6's bins (tokens with at most / more than 15 senses)
+beside the paper's row for Llama-3-8B-Instruct (read from ``paper_results.csv``), with what MCL
+found (tokens it gave one cluster, the median and largest cluster count). ``--mcl-scales 1,30``
+adds, at the largest cap, dictionaries of the same vectors multiplied by each scale other than 1:
+the MCL count follows the vectors' scale, not their geometry (docs/methods.md).
 
     python -m benchmarks.sense_dictionary [--tokens 40000] [--caps 25,50,100,200,400] [--ks 1,5,10,15,20,30]
         [--mcl] [--mcl-scales 1] [--out benchmarks/out/sense_dictionary.json]
@@ -36,7 +36,9 @@ import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from harness.methods import senses
+from harness.methods.senses.cluster import build
+from harness.methods.senses.collect import TokenVectors, collect, fit_windows
+from harness.methods.senses.dictionary import TABLE6_SENSES, table6_bins
 from harness.results.reference import read_paper_results
 from harness.sources import corpora, models
 from harness.sources.data import data_root
@@ -50,10 +52,10 @@ def linear_fit(x: list[float], y: list[float]) -> dict[str, float]:
     return {"slope": float(a), "intercept": float(b), "r2": 1.0 - float(residual / total) if total else float(residual == 0)}
 
 
-def dictionary_row(sampled: senses.TokenVectors, vocab: int, k: int, clustering: str, frequent: np.ndarray) -> dict:
+def dictionary_row(sampled: TokenVectors, vocab: int, k: int, clustering: str, frequent: np.ndarray) -> dict:
     """Sizes of one sample and its dictionary; ``frequent`` marks the tokens counted apart."""
     start = time.perf_counter()
-    d = senses.build(sampled, vocab, k, clustering)
+    d = build(sampled, vocab, k, clustering)
     seconds = time.perf_counter() - start
     stats, dim = d.statistics(k), sampled.vectors.shape[1]
     kept = np.diff(sampled.offsets)
@@ -70,14 +72,14 @@ def dictionary_row(sampled: senses.TokenVectors, vocab: int, k: int, clustering:
 
 def paper_table6() -> dict[str, float]:
     """Paper 004 Table 6's senses-per-token bins for Llama-3-8B-Instruct's MCL dictionary, as printed."""
-    wanted = set(senses.table6_bins(torch.zeros(0, dtype=torch.int64)))
+    wanted = set(table6_bins(torch.zeros(0, dtype=torch.int64)))
     return {r.metric: r.value for r in read_paper_results() if r.paper == "multisense" and r.table == "Table 6" and r.metric in wanted}
 
 
 def table6_lines(paper: dict[str, float], rows: list[dict]) -> list[str]:
     """Table 6's bins, the paper's row and one per MCL dictionary, as printed text, with what MCL
     found (tokens given one cluster of those it ran on; median and largest cluster count)."""
-    t = senses.TABLE6_SENSES
+    t = TABLE6_SENSES
     out = [f"{'senses per token (paper 004 Table 6)':<44}{'valid tokens':>13}{f'<= {t} senses':>20}{f'> {t} senses':>20}"
            f"{'MCL: one cluster':>20}{'median, max c':>15}"]
     named = [(f"MiniLM, WikiText-2, cap={r['cap']}" + (f", vectors x{r['scale']:g}" if r.get("scale", 1) != 1 else ""), r) for r in rows]
@@ -89,10 +91,10 @@ def table6_lines(paper: dict[str, float], rows: list[dict]) -> list[str]:
     return out
 
 
-def scaled(sampled: senses.TokenVectors, scale: float) -> senses.TokenVectors:
+def scaled(sampled: TokenVectors, scale: float) -> TokenVectors:
     """The same sample with every vector multiplied by ``scale`` (same geometry, distances x scale)."""
     vectors = (sampled.vectors.astype(np.float32) * scale).astype(sampled.vectors.dtype)
-    return senses.TokenVectors(sampled.ids, sampled.offsets, vectors, sampled.seen, sampled.tokens_read)
+    return TokenVectors(sampled.ids, sampled.offsets, vectors, sampled.seen, sampled.tokens_read)
 
 
 def main() -> None:
@@ -109,10 +111,10 @@ def main() -> None:
     ref = models.resolve("minilm")
     tokenizer, model = AutoTokenizer.from_pretrained(ref.location), AutoModel.from_pretrained(ref.location)
     corpus = corpora.load("wikitext2_train", data_root(os.environ.get("HARNESS_DATA_DIR")))
-    windows = senses.fit_windows(tokenizer, corpus.texts, 128, args.tokens, seed=0)
+    windows = fit_windows(tokenizer, corpus.texts, 128, args.tokens, seed=0)
     vocab = model.get_input_embeddings().num_embeddings
     start = time.perf_counter()
-    full = senses.collect(model, windows, max(caps), vocab, pad_id=tokenizer.pad_token_id, batch_size=32, seed=0)
+    full = collect(model, windows, max(caps), vocab, pad_id=tokenizer.pad_token_id, batch_size=32, seed=0)
     collect_s = time.perf_counter() - start
 
     often_cap, often_k = full.seen >= max(caps), np.diff(full.offsets) >= max(ks)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Literal, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -209,6 +209,8 @@ class Adapter(ABC):
     * ``heads``: the task heads (:class:`~harness.suite.Head` kinds) it supports, for a method that
       builds the task model itself instead of replacing tables inside it (ADE's SAT classifier);
       None, the default, is any head. The plan refuses a suite with another head before any work.
+    * :meth:`word_senses`: senses of whole words, for a suite that scores words (``word_sim``);
+      None, the default, for a method without senses of its own.
 
     Contract of ``compress(model, fit)``: replace the model's token-embedding modules in place (or
     build a new model with the same task-facing interface) and return it, or a :class:`Compressed`
@@ -247,6 +249,20 @@ class Adapter(ABC):
     @abstractmethod
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module | Compressed:
         """Replace the embedding modules of ``model`` (see the class docstring)."""
+
+    def word_senses(self, model: nn.Module, occurrences: Callable[[nn.Module], list[np.ndarray]],
+                    seed: int) -> list[np.ndarray] | None:
+        """Senses of whole words (paper 004 Appendix E), or None (the default): the method has no
+        senses of its own, and a suite that scores words scores their occurrences themselves.
+
+        ``occurrences(m)`` reads every word's contextual occurrences from a model ``m``, as the suite
+        reads them for every run: one ``(n_w, D)`` float32 array per word. A method with senses calls
+        it on the model its senses come from (``model`` is the model as the adapter returned it;
+        multisense reads it with its drop-in suspended, as paper 004 builds word senses from the
+        encoder's last layer) and returns one ``(k_w, D)`` float array per word, its own number of
+        senses (multisense: k-means, at most its ``k``). The suite then scores a word pair by the
+        largest dot product over their senses, as it scores the baseline's occurrences."""
+        return None
 
     @classmethod
     def recovery_refusal(cls) -> str | None:
@@ -289,24 +305,3 @@ class Adapter(ABC):
         vocab_after = out.vocab_size if out.vocab_size is not None else vocab_before
         report = CompressionReport.between(before, footprint(out.model), vocab_before, vocab_after, out.freed_slots)
         return Applied(out.model, tokenizer, report, out.details)
-
-
-@runtime_checkable
-class WordSenses(Protocol):
-    """An optional adapter method for methods with senses (paper 004 Appendix E); a suite that
-    scores words (``word_sim``) uses it when the run's adapter has it.
-
-    ``word_senses(model, tokenizer, texts, words, cap=..., seed=...)`` returns one ``(k_w, D)``
-    float array per word of ``words``: the method's own number of senses (multisense: at most its
-    ``k``) drawn from at most ``cap`` of the word's occurrences in ``texts``; a word without
-    occurrences has one occurrence, its vector encoded alone from the same layer
-    (:func:`harness.methods.senses.word_senses` does both). ``model`` is the model as the adapter
-    returned it; the method reads the contextual vectors its senses come from (paper 004: the
-    encoder's last hidden layer, before any drop-in). The suite scores a word pair by the largest
-    dot product over their senses (:func:`harness.methods.senses.max_similarity`), and the baseline
-    by the same over the unclustered occurrences. ``MultisenseAdapter.word_senses`` is the
-    implementation on hand.
-    """
-
-    def word_senses(self, model: nn.Module, tokenizer: Any, texts: Sequence[str], words: Sequence[str], *,
-                    cap: int, seed: int) -> list[np.ndarray]: ...

@@ -82,8 +82,8 @@ class SuiteContext:
     progress: ProgressFn = field(default=no_progress, compare=False)
     reference: nn.Module | None = field(default=None, compare=False)  # the unchanged model, for suites that want it
     reference_tokenizer: Any = field(default=None, compare=False)     # its tokenizer
-    adapter: Adapter | None = field(default=None, compare=False)  # the run's adapter, for its optional
-    # methods a suite may use (harness.adapter.WordSenses); None outside a run
+    adapter: Adapter | None = field(default=None, compare=False)  # the run's adapter, for what it declares
+    # to suites (Adapter.word_senses); None outside a run
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ keeps every set, as paper 004 does, and its bootstrap resamples word pairs as cl
 (:func:`pair_key`): a pair in three sets is drawn once for all three.
 
 A word's vector in a context is the mean of its sub-token vectors in the model's last hidden layer
-(:func:`harness.methods.senses.word_vectors`). Its occurrences come from a context corpus
+(:func:`harness.suites.word_vectors.word_vectors`). Its occurrences come from a context corpus
 (``--set contexts=wikitext2_train``, WikiText-2 train: Wikipedia, as paper 004's 5% of English
 Wikipedia): at most the budget's ``contexts_per_word`` sentences per word (the paper's 8,000 in the
 ``paper`` profile), a seeded uniform sample of the word's occurrences in them. A word that never
@@ -20,13 +20,14 @@ occurs there has one occurrence, its vector encoded alone (count in the details)
 scored. With ``vectors=contextual`` (default) the scores are (metric names):
 
 * ``spearman`` (headline): paper 004 Appendix E's scoring, a pair scores the largest dot product
-  over the two words' vectors (:func:`harness.methods.senses.max_similarity`). An adapter with
-  senses (:class:`harness.adapter.WordSenses`, paper 004's ``multisense``) gives each word its k
-  senses, clustered from exactly these occurrences read from the unchanged model (its drop-in
-  suspended); every other run, the baseline included, uses the occurrences themselves, unclustered,
-  read through the model as the adapter returned it. So the baseline's headline is the same function
-  over the same vectors as the senses': %Base isolates what clustering the occurrences into k senses
-  loses (with k >= ``contexts_per_word`` the senses are the occurrences and %Base is 100).
+  over the two words' vectors (:func:`max_similarity`). An adapter with senses (one whose
+  :meth:`harness.adapter.Adapter.word_senses` gives them, paper 004's ``multisense``) gives each
+  word its k senses, clustered from exactly these occurrences read from the unchanged model (its
+  drop-in suspended); every other run, the baseline included, uses the occurrences themselves,
+  unclustered, read through the model as the adapter returned it. So the baseline's headline is
+  the same function over the same vectors as the senses': %Base isolates what clustering the
+  occurrences into k senses loses (with k >= ``contexts_per_word`` the senses are the occurrences
+  and %Base is 100).
 * ``spearman_mean_context``: the cosine of the words' mean occurrence vectors (the one-sense
   version without the dot product's norms).
 * ``spearman_alone``: the cosine of the words encoded alone (with the model's special tokens, left
@@ -50,16 +51,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import numpy as np
-import torch
+from torch import nn
 
-from harness.methods import senses
-from harness.adapter import WordSenses
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import bootstrap_statistic, spearman
@@ -67,6 +65,7 @@ from harness.results.records import Score
 from harness.sources import corpora
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items, statistic_items
+from harness.suites.word_vectors import alone_vectors, bare, static_vectors, word_occurrences, word_vectors
 
 SETS = ("MC-30", "RG-65", "WS-353-ALL", "WS-353-SIM", "WS-353-REL", "MTurk-287", "MEN-TR-3k")
 SETTING = "intrinsic"  # no training: the model's own word vectors against human ratings (paper 004 Table 10)
@@ -141,12 +140,6 @@ def read_pairs(path: Path) -> WordPairs:
     return WordPairs(first, second, np.array(gold, dtype=np.float64), lines)
 
 
-def _bare(token: str) -> str:
-    """A whitespace token as a word to match: lower-cased, surrounding punctuation removed (as
-    :func:`harness.methods.senses.word_senses` matches words)."""
-    return token.strip(string.punctuation).lower()
-
-
 def context_sentences(texts: tuple[str, ...], words: list[str], per_word: int, seed: int) -> list[str]:
     """Sentences of ``texts`` in a seeded order, each kept while it holds a word of ``words`` seen in
     fewer than ``per_word`` kept sentences: a bounded, balanced set of contexts for every word."""
@@ -155,23 +148,12 @@ def context_sentences(texts: tuple[str, ...], words: list[str], per_word: int, s
     seen: dict[str, int] = {}
     kept = []
     for i in np.random.default_rng(seed).permutation(len(sentences)):
-        found = {_bare(t) for t in sentences[i].split()} & wanted
+        found = {bare(t) for t in sentences[i].split()} & wanted
         if any(seen.get(w, 0) < per_word for w in found):
             kept.append(sentences[i])
             for w in found:
                 seen[w] = seen.get(w, 0) + 1
     return kept
-
-
-@torch.inference_mode()
-def static_vectors(model: Any, tokenizer: Any, words: list[str]) -> np.ndarray:
-    """(W, D) mean of each word's sub-token rows of the input embedding table (as the model embeds them)."""
-    pieces = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in words]
-    ids = torch.tensor([i for p in pieces for i in p])
-    owner = torch.repeat_interleave(torch.arange(len(words)), torch.tensor([len(p) for p in pieces]))
-    rows = model.get_input_embeddings()(ids.to(model.device)).float().cpu()
-    sums = torch.zeros(len(words), rows.shape[1]).index_add_(0, owner, rows)
-    return (sums / torch.bincount(owner, minlength=len(words))[:, None]).numpy()
 
 
 def pair_key(first: str, second: str) -> str:
@@ -183,6 +165,14 @@ def pair_key(first: str, second: str) -> str:
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise cosine of two (n, D) arrays."""
     return np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+
+
+def max_similarity(sets: Sequence[np.ndarray], first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Paper 004 Appendix E's pair score: for each index pair (``first[p]``, ``second[p]``) into
+    ``sets`` (one (n_w, D) matrix per word: its senses, or its unclustered occurrences), the largest
+    dot product over the two words' rows (NaN when a word has none)."""
+    return np.array([float((sets[a] @ sets[b].T).max()) if len(sets[a]) and len(sets[b]) else float("nan")
+                     for a, b in zip(first, second)])
 
 
 class WordSimilarity(Suite):
@@ -244,15 +234,15 @@ class WordSimilarity(Suite):
             return lambda a, b: cosine(vectors[a], vectors[b])
 
         def best_dot(sets: list[np.ndarray]):
-            return lambda a, b: senses.max_similarity(sets, a, b)
+            return lambda a, b: max_similarity(sets, a, b)
 
         if ctx.config.vectors == "static":
             return {"spearman": cosines(static)}, {"representation": "static", "headline": "spearman: cosine of the static table's word vectors"}
         budget = ctx.budget
-        alone = senses.alone_vectors(model, tokenizer, words, budget.batch_size)
+        alone = alone_vectors(model, tokenizer, words, budget.batch_size)
         texts = context_sentences(data.splits["contexts"], words, budget.contexts_per_word, ctx.seed)
-        found = senses.word_vectors(model, tokenizer, texts, words, cap=budget.contexts_per_word, seed=ctx.seed)
-        occurrences = senses.word_occurrences(found, alone)
+        found = word_vectors(model, tokenizer, texts, words, cap=budget.contexts_per_word, seed=ctx.seed)
+        occurrences = word_occurrences(found, alone)
         facts: dict[str, Any] = {
             "representation": "occurrences", "context_sentences": len(texts), "words_without_contexts": len(words) - len(found.ids),
             "occurrences_per_word_histogram": _histogram(occurrences),
@@ -261,8 +251,8 @@ class WordSimilarity(Suite):
         }
         measures = {"spearman": best_dot(occurrences), "spearman_mean_context": cosines(np.stack([o.mean(0) for o in occurrences])),
                     "spearman_alone": cosines(alone), "spearman_static": cosines(static)}
-        if isinstance(ctx.adapter, WordSenses):
-            found_senses = ctx.adapter.word_senses(model, tokenizer, texts, words, cap=budget.contexts_per_word, seed=ctx.seed)
+        found_senses = self._senses(model, tokenizer, texts, words, ctx)
+        if found_senses is not None:
             measures["spearman"] = best_dot(found_senses)
             facts.update(
                 representation="senses", senses=sum(len(s) for s in found_senses), senses_per_word_histogram=_histogram(found_senses),
@@ -271,6 +261,20 @@ class WordSimilarity(Suite):
                           "their context occurrences read from the unchanged model; the baseline scores the same function over "
                           "those occurrences unclustered, so %Base isolates the clustering"))
         return measures, facts
+
+    @staticmethod
+    def _senses(model: nn.Module, tokenizer: Any, texts: list[str], words: list[str], ctx: SuiteContext) -> list[np.ndarray] | None:
+        """The words' senses the run's adapter declares (:meth:`harness.adapter.Adapter.word_senses`),
+        clustered from their occurrences read as every run reads them; None for a method without senses."""
+        if ctx.adapter is None:
+            return None
+        budget = ctx.budget
+
+        def occurrences(m: nn.Module) -> list[np.ndarray]:
+            found = word_vectors(m, tokenizer, texts, words, cap=budget.contexts_per_word, seed=ctx.seed)
+            return word_occurrences(found, alone_vectors(m, tokenizer, words, budget.batch_size))
+
+        return ctx.adapter.word_senses(model, occurrences, ctx.seed)
 
     @staticmethod
     def _vocabulary(tokenizer: Any, words: list[str]) -> dict[str, int]:

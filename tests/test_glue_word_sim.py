@@ -1,6 +1,7 @@
 """GLUE and word similarity: metrics on hand-made cases with known answers, the staged GLUE files as
-read (counts, QNLI's split by question), the word-pair reader, bad input (exit 2, one line), and a
-smoke run of word_sim with a table adapter (the static score moves, %Base per data set)."""
+read (counts, QNLI's split by question), the word-pair reader, bad input (exit 2, one line), a
+smoke run of word_sim with a table adapter (the static score moves, %Base per data set) and with
+multisense's word senses, and the suite's word vectors read from real models."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from harness.suites import glue, word_sim
+from harness.suites.word_vectors import alone_vectors, word_occurrences, word_vectors
 from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import binary_f1, bootstrap_statistic, matthews, pearson, spearman
+from harness.methods.senses.cluster import kmeans_senses
 from harness.results.store import Store
 from harness.runner.run import RunRequest, execute
 
@@ -202,3 +206,47 @@ def test_one_word_sense_is_the_mean_occurrence(sense_runs):
         assert np.all(_predictions(one, name) <= _predictions(base, name) + 1e-4), name
     assert np.any(_predictions(one, "MEN-TR-3k") < _predictions(base, "MEN-TR-3k") - 1e-3)
     assert _scores(one)[("word_sim", "avg", "spearman")].pct_base is not None
+
+
+def test_word_vectors_read_byte_level_bpe_text(smollm2_tokenizer):
+    """A decoder's byte-level BPE (no pre-split words): a word's occurrence is the mean of the
+    tokens of ' word' in the running text, cap and all."""
+    from transformers import LlamaConfig, LlamaModel
+
+    torch.manual_seed(0)
+    model = LlamaModel(LlamaConfig(vocab_size=len(smollm2_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=1)).eval()
+    text = "The snowboarding bank opened."
+    found = word_vectors(model, smollm2_tokenizer, [text, text, text], ["snowboarding", "absent"], cap=2, seed=0)
+    assert list(found.ids) == [0] and list(found.seen) == [3] and len(found.of(0)) == 2
+    ids = smollm2_tokenizer(text)["input_ids"]
+    pieces = smollm2_tokenizer(" snowboarding", add_special_tokens=False)["input_ids"]
+    at = next(i for i in range(len(ids)) if ids[i:i + len(pieces)] == pieces)
+    assert len(pieces) > 1
+    with torch.no_grad():
+        hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+    assert np.allclose(found.of(0)[0], hidden[at:at + len(pieces)].mean(0).numpy(), atol=1e-2)
+
+
+def test_word_occurrences_average_a_words_tokens_and_score_by_the_best_pair(minilm_ref):
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(minilm_ref.location), AutoModel.from_pretrained(minilm_ref.location)
+    texts = ["The river bank was muddy.", "She paid the bank, (the loan) in cash.", "Snowboarding is fun. A BANK!"]
+    words = ["bank", "snowboarding", "absent"]
+    occurrences = word_occurrences(word_vectors(model, tokenizer, texts, words, cap=10, seed=0),
+                                   alone_vectors(model, tokenizer, words))
+    assert [len(o) for o in occurrences] == [3, 1, 1]  # bank three times, "absent" alone
+    found = kmeans_senses(occurrences, 2, seed=0)  # multisense's word senses with k = 2
+    assert [len(s) for s in found] == [2, 1, 1]
+    np.testing.assert_allclose(found[2], alone_vectors(model, tokenizer, ["absent"]), atol=1e-5)  # no occurrence: the word alone
+    enc = tokenizer(["Snowboarding", "is", "fun.", "A", "BANK!"], is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**enc).last_hidden_state[0]
+    pieces = [i for i, w in enumerate(enc.word_ids(0)) if w == 0]
+    assert len(pieces) > 1  # a word of several word pieces: its vector is their mean
+    assert np.allclose(found[1][0], hidden[pieces].mean(0).numpy(), atol=1e-2)
+    scores = word_sim.max_similarity([*found, found[2][:0]], np.array([0, 0, 0]), np.array([1, 2, 3]))
+    assert scores[0] == pytest.approx(max(float(a @ b) for a in found[0] for b in found[1]))
+    assert scores[1] == pytest.approx(max(float(a @ found[2][0]) for a in found[0]))
+    assert np.isnan(scores[2])  # a word without rows

@@ -98,3 +98,60 @@ def test_cycle_finder_finds_a_cycle():
 def test_contracts_depend_on_nothing_above_them(contract):
     above = sorted(m for m in graph()[contract] if m.startswith(ABOVE_CONTRACTS))
     assert above == [], f"{contract} imports {above}"
+
+
+PROBES = ("isinstance", "issubclass", "type", "hasattr", "getattr")
+
+
+def adapter_references(path: Path) -> list[str]:
+    """Where a module refers to an adapter class: an import of ``harness.adapters``, a class of
+    ``harness.adapter`` imported (by name, or as an attribute of the imported module), or a probe of
+    a run's adapter (``isinstance``, ``type``, ``hasattr`` ... on an expression naming ``adapter``).
+    What a suite needs to know from an adapter the adapter declares through the contract."""
+    contract = ast.parse((REPO / "harness" / "adapter.py").read_text(encoding="utf-8"))
+    classes = {node.name for node in contract.body if isinstance(node, ast.ClassDef)}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    aliases = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for a in node.names if a.name == "harness.adapter"}
+    aliases |= {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "harness"
+                for a in node.names if a.name == "adapter"}
+    found = []
+    for node in ast.walk(tree):
+        where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            found += [f"{where} imports {a.name}" for a in node.names if a.name.startswith("harness.adapters")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness.adapters"):
+            found.append(f"{where} imports from {node.module}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "harness" and any(a.name == "adapters" for a in node.names):
+            found.append(f"{where} imports harness.adapters")
+        elif isinstance(node, ast.ImportFrom) and node.module == "harness.adapter":
+            found += [f"{where} imports the class {a.name}" for a in node.names if a.name in classes]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases and node.attr in classes:
+            found.append(f"{where} names the class {node.value.id}.{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in PROBES and node.args:
+            named = {n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
+            named |= {n.attr for n in ast.walk(node.args[0]) if isinstance(n, ast.Attribute)}
+            if "adapter" in named:
+                found.append(f"{where} probes the adapter with {node.func.id}")
+    return found
+
+
+def test_suites_never_inspect_adapter_classes():
+    suites = {name: path for name, path in modules().items() if name.startswith("harness.suites")}
+    assert len(suites) > 10
+    assert [ref for path in suites.values() for ref in adapter_references(path)] == []
+
+
+@pytest.mark.parametrize("probe", [
+    "from harness.adapter import WordSenses\nif isinstance(ctx.adapter, WordSenses):\n    pass\n",
+    "from harness import adapter as contract\nok = contract.Adapter\n",
+    "from harness.adapters.multisense import MultisenseAdapter\n",
+    "if hasattr(ctx.adapter, 'word_senses'):\n    pass\n",
+    "name = type(ctx.adapter).__name__\n",
+])
+def test_adapter_reference_finder_finds_a_probe(tmp_path, probe):
+    path = tmp_path / "planted.py"
+    path.write_text("from harness.adapter import no_progress\n" + probe, encoding="utf-8")
+    assert adapter_references(path) != []
+    path.write_text("from harness.adapter import no_progress\nsenses = ctx.adapter.word_senses(model, read, 0)\n", encoding="utf-8")
+    assert adapter_references(path) == []

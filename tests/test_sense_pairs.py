@@ -15,8 +15,9 @@ from harness.suites.glue import BUDGETS as GLUE_BUDGETS
 from harness.suites.glue import TASKS, Glue, GlueConfig
 from harness.suites.xnli import XNLI, XnliConfig
 
-from harness.methods import senses
 from harness.adapter import FitContext
+from harness.methods.senses.collect import backbone_of, fit_windows
+from harness.methods.senses.fit import SenseSettings, fit_dictionary
 from harness.sources import corpora, models
 from harness.suite import SuiteContext, Task
 
@@ -50,7 +51,7 @@ def test_fit_windows_of_a_task_are_the_suites_own_features(glue_data, tokenizer,
         texts = suite.train_texts(Task(name, TASKS[name].head), data, config)[:PAIRS]
         train = data.splits[name]["train"]
         second = train.second[:PAIRS] if train.second is not None else None
-        windows = senses.fit_windows(tokenizer, texts, window, None, seed=0)
+        windows = fit_windows(tokenizer, texts, window, None, seed=0)
         assert sorted((w.ids, w.types) for w in windows) == _as_suite_encodes(tokenizer, train.first[:PAIRS], second, window), name
         if second is not None:
             assert all(1 in w.types for w in windows), name  # the second segment is marked
@@ -59,7 +60,7 @@ def test_fit_windows_of_a_task_are_the_suites_own_features(glue_data, tokenizer,
     xnli = XNLI()
     xnli_data = xnli.prepare(data_dir, XnliConfig(), xnli.budgets.select("smoke"))
     pairs = xnli.train_texts(Task("xnli", xnli.head), xnli_data, XnliConfig())[:PAIRS]
-    windows = senses.fit_windows(tokenizer, pairs, window, None, seed=0)
+    windows = fit_windows(tokenizer, pairs, window, None, seed=0)
     assert sorted((w.ids, w.types) for w in windows) == _as_suite_encodes(tokenizer, *map(list, zip(*pairs)), window)
 
 
@@ -81,14 +82,14 @@ def test_a_dictionary_of_every_vector_leaves_the_fine_tuned_pair_model_nearly_un
     every_pair = dataclasses.replace(SENSE_BUDGETS.select("smoke"), fit_tokens=None)
     fit = FitContext(tokenizer=tokenizer, corpora={corpora.TASK_TRAIN: corpus}, budget=every_pair)
     cap = 10_000  # above any token's count in 100 pairs: nothing is sampled away
-    dictionary, windows, _ = senses.fit_dictionary(model, fit, senses.SenseSettings(k=cap, cap=cap, fp16=False))
+    dictionary, windows, _ = fit_dictionary(model, fit, SenseSettings(k=cap, cap=cap, fp16=False))
     assert len(windows) == len(texts)  # one input per pair
 
     first, second = (list(side) for side in zip(*texts))
     features = sentence_features(tokenizer, first, second, np.zeros(len(texts), dtype=np.int64), budget.max_length)
     batch = padding_collator(tokenizer)([{k: v for k, v in f.items() if k != "labels"} for f in features])
     with torch.no_grad():
-        hidden = senses.backbone_of(model)(**batch).last_hidden_state
+        hidden = backbone_of(model)(**batch).last_hidden_state
         chosen = dictionary.choose(batch["input_ids"], hidden)
     real = batch["attention_mask"].bool()
     own = torch.nn.functional.cosine_similarity(chosen[real], hidden[real], dim=-1) > 0.999

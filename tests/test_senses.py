@@ -1,4 +1,4 @@
-"""Sense dictionaries (paper 004): sampling, clustering, the drop-in and the SKD loss, on small real objects."""
+"""Sense dictionaries (paper 004): sampling, clustering, the drop-in, the SKD loss and the word senses adapters declare, on small real objects."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from harness.methods import senses
 from harness.errors import DataError
 from harness.methods.kmeans import fit_threads
+from harness.methods.senses.cluster import build, kmeans_senses, mcl_clusters, mcl_senses, senses_wanted, token_senses
+from harness.methods.senses.collect import TokenVectors, Window, backbone_of, collect, fit_windows
+from harness.methods.senses.dictionary import sense_cross_entropy, teacher_senses
+from harness.methods.senses.fit import SenseBudget
 
 VOCAB = 60
 
@@ -40,7 +43,7 @@ def windows():
 
 @pytest.fixture(scope="module")
 def sampled(tiny_encoder, windows):
-    return senses.collect(tiny_encoder, [senses.Window(w) for w in windows], cap=6, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
+    return collect(tiny_encoder, [Window(w) for w in windows], cap=6, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
 
 
 def test_collect_counts_every_token_and_caps_a_uniform_sample(tiny_encoder, windows, sampled):
@@ -56,15 +59,15 @@ def test_collect_counts_every_token_and_caps_a_uniform_sample(tiny_encoder, wind
     real = np.concatenate(states)[np.concatenate(windows) == 1]
     for v in sampled.of(int(np.flatnonzero(sampled.ids == 1)[0])):
         assert np.abs(real - v.astype(np.float32)).max(axis=1).min() < 1e-2
-    again = senses.collect(tiny_encoder, [senses.Window(w) for w in windows], cap=6, vocab_size=VOCAB, pad_id=0, batch_size=3, seed=0)
+    again = collect(tiny_encoder, [Window(w) for w in windows], cap=6, vocab_size=VOCAB, pad_id=0, batch_size=3, seed=0)
     assert np.array_equal(again.vectors, sampled.vectors)  # the sample does not depend on batching
-    smaller = senses.collect(tiny_encoder, [senses.Window(w) for w in windows], cap=2, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
+    smaller = collect(tiny_encoder, [Window(w) for w in windows], cap=2, vocab_size=VOCAB, pad_id=0, batch_size=8, seed=0)
     assert np.array_equal(sampled.capped(2).vectors, smaller.vectors)
     assert np.array_equal(sampled.capped(2).offsets, smaller.offsets)
 
 
 def test_build_keeps_few_vectors_and_clusters_many(sampled):
-    d = senses.build(sampled, VOCAB, k=4, clustering="kmeans", fp16=False)
+    d = build(sampled, VOCAB, k=4, clustering="kmeans", fp16=False)
     counts = d.counts().numpy()
     kept = np.diff(sampled.offsets)
     assert np.array_equal(counts[sampled.ids], np.minimum(kept, 4))
@@ -78,12 +81,12 @@ def test_build_keeps_few_vectors_and_clusters_many(sampled):
     assert sum(n * c for n, c in stats["senses_per_token_histogram"].items()) == stats["senses"] == len(d.senses)
     assert stats["tokens_below_k"] == int((np.minimum(kept, 4) < 4).sum())
     assert stats["dictionary_bytes"] == d.senses.numel() * 4 + (VOCAB + 1) * 8
-    assert senses.build(sampled, VOCAB, k=4, clustering="kmeans").senses.dtype == torch.float16
+    assert build(sampled, VOCAB, k=4, clustering="kmeans").senses.dtype == torch.float16
 
 
 def test_too_little_text_for_min_count_is_a_data_error(sampled):
     with pytest.raises(DataError, match="gives no token a sense"):
-        senses.build(sampled, VOCAB, k=4, clustering="kmeans", min_count=10_000)
+        build(sampled, VOCAB, k=4, clustering="kmeans", min_count=10_000)
 
 
 def _groups(n_groups: int, per_group: int, seed: int = 0, dim: int = 16) -> np.ndarray:
@@ -95,14 +98,14 @@ def _groups(n_groups: int, per_group: int, seed: int = 0, dim: int = 16) -> np.n
 
 def test_mcl_finds_separated_groups_and_sets_k_from_them():
     points = _groups(3, 30)
-    assert senses.mcl_clusters(points) == 3
+    assert mcl_clusters(points) == 3
     # c = 3 clusters (<= 900): k_t = max(int(0.1 * 3), 5) = 5, whatever k (it caps only k-means)
-    assert senses.senses_wanted(points, 15, "mcl") == (5, 3)
-    assert senses.senses_wanted(points, 4, "mcl") == (5, 3)
-    assert senses.senses_wanted(points, 4, "kmeans") == (4, 0)
-    assert senses.senses_wanted(points[:4], 2, "mcl") == (4, 0)  # under 5 vectors: kept as they are, no MCL
-    assert senses.senses_wanted(points[:7], 15, "mcl")[0] <= 7  # never more senses than vectors
-    assert [senses.mcl_senses(c, 2000) for c in (1, 49, 160, 900, 901)] == [5, 5, 16, 90, 360]  # 10%, 40% above 900
+    assert senses_wanted(points, 15, "mcl") == (5, 3)
+    assert senses_wanted(points, 4, "mcl") == (5, 3)
+    assert senses_wanted(points, 4, "kmeans") == (4, 0)
+    assert senses_wanted(points[:4], 2, "mcl") == (4, 0)  # under 5 vectors: kept as they are, no MCL
+    assert senses_wanted(points[:7], 15, "mcl")[0] <= 7  # never more senses than vectors
+    assert [mcl_senses(c, 2000) for c in (1, 49, 160, 900, 901)] == [5, 5, 16, 90, 360]  # 10%, 40% above 900
 
 
 def test_mcl_gives_a_token_more_than_k_senses_and_table6_counts_it():
@@ -110,10 +113,10 @@ def test_mcl_gives_a_token_more_than_k_senses_and_table6_counts_it():
     fifth of Llama's tokens. 170 separated groups: c = 170, k_t = int(0.1 * 170) = 17 > k = 15."""
     many, few = _groups(170, 2, seed=1, dim=64), _groups(3, 30, seed=2, dim=64)  # 64 dimensions: no two of 170 groups touch
     vectors = np.concatenate([many, few]).astype(np.float16)
-    sampled = senses.TokenVectors(np.array([3, 7]), np.array([0, len(many), len(vectors)]), vectors, np.array([len(many), len(few)]), len(vectors))
-    d = senses.build(sampled, VOCAB, k=15, clustering="mcl", fp16=False)
+    sampled = TokenVectors(np.array([3, 7]), np.array([0, len(many), len(vectors)]), vectors, np.array([len(many), len(few)]), len(vectors))
+    d = build(sampled, VOCAB, k=15, clustering="mcl", fp16=False)
     assert d.counts()[3] == 17 and d.counts()[7] == 5
-    assert senses.build(sampled, VOCAB, k=15, clustering="kmeans").counts()[3] == 15
+    assert build(sampled, VOCAB, k=15, clustering="kmeans").counts()[3] == 15
     stats = d.statistics(15)
     assert stats["senses_per_token_histogram"] == {5: 1, 17: 1}
     assert stats["table6"] == {"n_valid_tokens": 2, "n_tokens_le15_senses": 1, "pct_tokens_le15_senses": 50.0,
@@ -121,7 +124,7 @@ def test_mcl_gives_a_token_more_than_k_senses_and_table6_counts_it():
     assert stats["mcl"] == {"tokens_clustered": 2, "tokens_one_cluster": 0, "clusters_median": 86.5,
                             "clusters_p90": pytest.approx(153.3), "clusters_max": 170}
     assert stats["dictionary_bytes"] == d.nbytes() == sum(t.numel() * t.element_size() for t in d.state_dict().values())
-    assert "mcl" not in senses.build(sampled, VOCAB, k=15, clustering="kmeans").statistics(15)
+    assert "mcl" not in build(sampled, VOCAB, k=15, clustering="kmeans").statistics(15)
 
 
 def _authors_mcl_count(x: np.ndarray) -> int:
@@ -169,14 +172,14 @@ def test_mcl_counts_equal_the_authors_procedure_and_follow_the_vectors_scale():
     tokens = [cloud[:60], 10 * cloud, 30 * cloud, _groups(3, 30), cloud[:4]]
     expected_clusters = [1, 22, 200, 3, 0]
     for x, c in zip(tokens, expected_clusters, strict=True):
-        assert senses.senses_wanted(x.astype(np.float32), 15, "mcl")[1] == c
+        assert senses_wanted(x.astype(np.float32), 15, "mcl")[1] == c
         if c:
             assert _authors_mcl_count(x.astype(np.float32)) == c
     vectors = np.concatenate(tokens).astype(np.float16)
     offsets = np.cumsum([0, *map(len, tokens)])
     ids = np.arange(2, 2 + len(tokens))
-    sampled = senses.TokenVectors(ids, offsets, vectors, np.diff(offsets), len(vectors))
-    d = senses.build(sampled, VOCAB, k=15, clustering="mcl", fp16=False)
+    sampled = TokenVectors(ids, offsets, vectors, np.diff(offsets), len(vectors))
+    d = build(sampled, VOCAB, k=15, clustering="mcl", fp16=False)
     authors = [_authors_senses(sampled.of(i).astype(np.float32)) for i in range(len(ids))]
     assert d.counts()[ids].tolist() == authors == [5, 5, 20, 5, 4]
     assert d.statistics(15)["mcl"]["tokens_one_cluster"] == 1
@@ -192,21 +195,21 @@ def test_mcl_gives_minilms_frequent_tokens_one_cluster(minilm_ref, data_dir):
 
     tokenizer, model = AutoTokenizer.from_pretrained(minilm_ref.location), AutoModel.from_pretrained(minilm_ref.location)
     texts = corpora.load("wikitext2_train", data_dir).texts
-    windows = senses.fit_windows(tokenizer, texts, 128, 4_000, seed=0)
-    sampled = senses.collect(model, windows, 120, model.get_input_embeddings().num_embeddings,
+    windows = fit_windows(tokenizer, texts, 128, 4_000, seed=0)
+    sampled = collect(model, windows, 120, model.get_input_embeddings().num_embeddings,
                              pad_id=tokenizer.pad_token_id, batch_size=16, seed=0)
     frequent = int(np.argmax(np.diff(sampled.offsets)))
     x = sampled.of(frequent).astype(np.float32)
     assert len(x) == 120 and np.median(np.linalg.norm(x[:, None] - x[None], axis=-1)) < 10
-    assert senses.mcl_clusters(x) == _authors_mcl_count(x) == 1
-    assert senses.mcl_clusters(30 * x) == _authors_mcl_count(30 * x) > 60
-    stats = senses.build(sampled, model.get_input_embeddings().num_embeddings, 15, "mcl").statistics(15)
+    assert mcl_clusters(x) == _authors_mcl_count(x) == 1
+    assert mcl_clusters(30 * x) == _authors_mcl_count(30 * x) > 60
+    stats = build(sampled, model.get_input_embeddings().num_embeddings, 15, "mcl").statistics(15)
     assert stats["mcl"]["tokens_one_cluster"] >= 0.9 * stats["mcl"]["tokens_clustered"] > 0
     assert stats["table6"]["n_tokens_gt15_senses"] == 0
 
 
 def test_drop_in_picks_the_largest_dot_product_and_feeds_the_pooler(tiny_encoder, sampled, windows):
-    d = senses.build(sampled, VOCAB, k=3, clustering="kmeans", fp16=False)
+    d = build(sampled, VOCAB, k=3, clustering="kmeans", fp16=False)
     ids = torch.tensor([windows[0][:6], [59, 59, 1, 1, 2, 59]])
     with torch.no_grad():
         plain = tiny_encoder(input_ids=ids).last_hidden_state
@@ -233,11 +236,11 @@ def test_drop_in_picks_the_largest_dot_product_and_feeds_the_pooler(tiny_encoder
 
 
 def test_one_sense_per_token_makes_vectors_static(sampled):
-    d = senses.build(sampled, VOCAB, k=1, clustering="kmeans", fp16=False)
+    d = build(sampled, VOCAB, k=1, clustering="kmeans", fp16=False)
     i = int(np.flatnonzero(sampled.ids == 1)[0])
     assert torch.equal(d.senses[d.offsets[1]], torch.from_numpy(sampled.of(i).astype(np.float32).mean(0)))  # the mean, exactly
     many = np.random.default_rng(0).normal(size=(600, 8))  # more than faiss's 256 training points for one centroid
-    np.testing.assert_array_equal(senses.token_senses(many, 1, 0), many.astype(np.float32).mean(0, keepdims=True))
+    np.testing.assert_array_equal(token_senses(many, 1, 0), many.astype(np.float32).mean(0, keepdims=True))
     a, b = torch.randn(1, 1, 32), torch.randn(1, 1, 32)
     ids = torch.tensor([[1]])
     assert torch.equal(d.choose(ids, a), d.choose(ids, b))
@@ -246,8 +249,8 @@ def test_one_sense_per_token_makes_vectors_static(sampled):
 def test_drop_in_on_a_causal_lm_feeds_the_lm_head(tiny_decoder):
     rng = np.random.default_rng(1)
     windows = [list(rng.integers(0, 512, size=12)) for _ in range(20)]
-    sampled = senses.collect(senses.backbone_of(tiny_decoder), [senses.Window(w) for w in windows], cap=8, vocab_size=512, pad_id=0, batch_size=4, seed=0)
-    d = senses.build(sampled, 512, k=2, clustering="kmeans")
+    sampled = collect(backbone_of(tiny_decoder), [Window(w) for w in windows], cap=8, vocab_size=512, pad_id=0, batch_size=4, seed=0)
+    d = build(sampled, 512, k=2, clustering="kmeans")
     ids = torch.tensor([windows[0]])
     with torch.no_grad():
         hidden = tiny_decoder.model(input_ids=ids).last_hidden_state
@@ -257,14 +260,14 @@ def test_drop_in_on_a_causal_lm_feeds_the_lm_head(tiny_decoder):
 
 
 def test_sense_cross_entropy_is_the_papers_loss_and_trains_an_aligned_student(sampled):
-    d = senses.build(sampled, VOCAB, k=3, clustering="kmeans", fp16=False)
+    d = build(sampled, VOCAB, k=3, clustering="kmeans", fp16=False)
     ids = torch.tensor([[1, 2, 59, 3]])
     mask = torch.tensor([[1, 1, 1, 0]])
     teacher = torch.randn(1, 4, 32)
     student = torch.randn(1, 4, 32, requires_grad=True)
-    labels = senses.teacher_senses(d, ids, mask, teacher)
+    labels = teacher_senses(d, ids, mask, teacher)
     assert labels[0, 2] == -1 and labels[0, 3] == -1  # no entry; padding
-    loss, _ = senses.sense_cross_entropy(d, ids, labels, student)
+    loss, _ = sense_cross_entropy(d, ids, labels, student)
     manual = []
     for t in (0, 1):  # token 59 has no entry and position 3 is padding
         rows = d.senses[d.offsets[int(ids[0, t])]:d.offsets[int(ids[0, t]) + 1]]
@@ -273,7 +276,7 @@ def test_sense_cross_entropy_is_the_papers_loss_and_trains_an_aligned_student(sa
     assert torch.allclose(loss, torch.stack(manual).mean())
     loss.backward()
     assert student.grad[0, :2].abs().sum() > 0 and student.grad[0, 2:].abs().sum() == 0
-    _, agree = senses.sense_cross_entropy(d, ids, labels, teacher)
+    _, agree = sense_cross_entropy(d, ids, labels, teacher)
     assert agree == 1.0
     # W_align: a narrower student (16 wide) learns to pick the teacher's senses
     torch.manual_seed(0)
@@ -282,56 +285,17 @@ def test_sense_cross_entropy_is_the_papers_loss_and_trains_an_aligned_student(sa
     opt = torch.optim.Adam([narrow, *d.align.parameters()], lr=0.05)
     for _ in range(100):
         opt.zero_grad()
-        loss, agree = senses.sense_cross_entropy(d, ids, labels, narrow)
+        loss, agree = sense_cross_entropy(d, ids, labels, narrow)
         loss.backward()
         opt.step()
     assert agree == 1.0 and d.choose(ids, narrow.detach()).shape == (1, 4, 32)
 
 
-def test_word_vectors_read_byte_level_bpe_text(smollm2_tokenizer):
-    """A decoder's byte-level BPE (no pre-split words): a word's occurrence is the mean of the
-    tokens of ' word' in the running text, cap and all."""
-    from transformers import LlamaConfig, LlamaModel
+def _occurrences(tokenizer, texts, words):
+    """The word-similarity suite's reader of word occurrences (every run reads them so)."""
+    from harness.suites.word_vectors import alone_vectors, word_occurrences, word_vectors
 
-    torch.manual_seed(0)
-    model = LlamaModel(LlamaConfig(vocab_size=len(smollm2_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=1)).eval()
-    text = "The snowboarding bank opened."
-    found = senses.word_vectors(model, smollm2_tokenizer, [text, text, text], ["snowboarding", "absent"], cap=2, seed=0)
-    assert list(found.ids) == [0] and list(found.seen) == [3] and len(found.of(0)) == 2
-    ids = smollm2_tokenizer(text)["input_ids"]
-    pieces = smollm2_tokenizer(" snowboarding", add_special_tokens=False)["input_ids"]
-    at = next(i for i in range(len(ids)) if ids[i:i + len(pieces)] == pieces)
-    assert len(pieces) > 1
-    with torch.no_grad():
-        hidden = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
-    assert np.allclose(found.of(0)[0], hidden[at:at + len(pieces)].mean(0).numpy(), atol=1e-2)
-
-
-def test_word_senses_average_a_words_tokens_and_score_by_the_best_pair(minilm_ref):
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer, model = AutoTokenizer.from_pretrained(minilm_ref.location), AutoModel.from_pretrained(minilm_ref.location)
-    texts = ["The river bank was muddy.", "She paid the bank, (the loan) in cash.", "Snowboarding is fun. A BANK!"]
-    words = ["bank", "snowboarding", "absent"]
-    found = senses.word_senses(model, tokenizer, texts, words, k=2, cap=10, seed=0)
-    assert [len(s) for s in found] == [2, 1, 1]
-    occurrences = senses.word_occurrences(senses.word_vectors(model, tokenizer, texts, words, cap=10, seed=0),
-                                          senses.alone_vectors(model, tokenizer, words))
-    assert [len(o) for o in occurrences] == [3, 1, 1]  # bank three times, "absent" alone
-    one = senses.word_senses(model, tokenizer, texts, words, k=1, cap=10, seed=0)
-    np.testing.assert_array_equal(one[0], occurrences[0].mean(0, keepdims=True))  # one sense: the mean occurrence
-    np.testing.assert_allclose(found[2], senses.alone_vectors(model, tokenizer, ["absent"]), atol=1e-5)  # no occurrence: the word alone
-    enc = tokenizer(["Snowboarding", "is", "fun.", "A", "BANK!"], is_split_into_words=True, return_tensors="pt")
-    with torch.no_grad():
-        hidden = model(**enc).last_hidden_state[0]
-    pieces = [i for i, w in enumerate(enc.word_ids(0)) if w == 0]
-    assert len(pieces) > 1  # a word of several word pieces: its vector is their mean
-    assert np.allclose(found[1][0], hidden[pieces].mean(0).numpy(), atol=1e-2)
-    scores = senses.max_similarity([*found, found[2][:0]], np.array([0, 0, 0]), np.array([1, 2, 3]))
-    assert scores[0] == pytest.approx(max(float(a @ b) for a in found[0] for b in found[1]))
-    assert scores[1] == pytest.approx(max(float(a @ found[2][0]) for a in found[0]))
-    assert np.isnan(scores[2])  # a word without rows
+    return lambda m: word_occurrences(word_vectors(m, tokenizer, texts, words, cap=10, seed=0), alone_vectors(m, tokenizer, words))
 
 
 def test_multisense_word_senses_come_from_the_models_own_vectors(minilm_ref):
@@ -346,13 +310,35 @@ def test_multisense_word_senses_come_from_the_models_own_vectors(minilm_ref):
     tokenizer, model = AutoTokenizer.from_pretrained(minilm_ref.location), AutoModel.from_pretrained(minilm_ref.location)
     texts = ["The river bank was muddy.", "She paid the bank in cash.", "The bank of the river flooded."]
     words = ["bank", "river", "cash", "absent"]  # "absent": its one sense is the word encoded alone, also read without the drop-in
-    own = senses.word_senses(model, tokenizer, texts, words, k=2, cap=10, seed=0)
+    read = _occurrences(tokenizer, texts, words)
+    own = kmeans_senses(read(model), 2, 0)
     fit_text = ("A bank is a place for money. The river ran past the old mill, and cash was short.",) * 3
     adapter = MultisenseAdapter(MultisenseConfig(k=2, corpus="wikitext2_train"))  # two senses a token: the drop-in moves vectors
     fit = FitContext(seed=0, tokenizer=tokenizer, corpora={"wikitext2_train": Corpus("wikitext2_train", fit_text, {})},
-                     budget=senses.SenseBudget(fit_tokens=None, window=32, batch_size=4))
+                     budget=SenseBudget(fit_tokens=None, window=32, batch_size=4))
     dropped = adapter.apply(model, fit).model
-    for a, b in zip(own, adapter.word_senses(dropped, tokenizer, texts, words, cap=10, seed=0), strict=True):  # k: the adapter's
+    for a, b in zip(own, adapter.word_senses(dropped, read, seed=0), strict=True):  # k: the adapter's
         np.testing.assert_allclose(a, b, atol=1e-5)
-    through_drop_in = senses.word_senses(dropped, tokenizer, texts, words, k=2, cap=10, seed=0)
+    through_drop_in = kmeans_senses(read(dropped), 2, 0)
     assert not np.allclose(own[0], through_drop_in[0], atol=1e-2)
+
+
+def test_word_senses_are_the_occurrences_clustered_into_at_most_k():
+    rng = np.random.default_rng(0)
+    sets = [rng.normal(size=(6, 8)).astype(np.float32), rng.normal(size=(2, 8)).astype(np.float32)]
+    two = kmeans_senses(sets, 2, seed=0)
+    assert [len(s) for s in two] == [2, 2]
+    np.testing.assert_array_equal(two[1], sets[1])  # no more occurrences than k: the occurrences themselves
+    one = kmeans_senses(sets, 1, seed=0)
+    np.testing.assert_array_equal(one[0], sets[0].mean(0, keepdims=True))  # one sense: the mean occurrence
+
+
+def test_an_adapter_without_senses_declares_none_and_reads_nothing(tiny_encoder):
+    from harness.adapters.none import NoneAdapter
+    from harness.adapters.skd import SkdAdapter
+
+    def unread(model):
+        raise AssertionError("an adapter without senses read the words' occurrences")
+
+    assert NoneAdapter().word_senses(tiny_encoder, unread, seed=0) is None
+    assert SkdAdapter().word_senses(tiny_encoder, unread, seed=0) is None
