@@ -29,7 +29,7 @@ from harness.suites.finetune import FinetuneBudget, finetune, padding_collator, 
 from harness.errors import ConfigError, DataError
 from harness.measure import chance
 from harness.measure.metrics import Part, bootstrap_intervals
-from harness.measure.statistics import CLASSIFICATION_METRICS, classification_metrics, macro
+from harness.measure.statistics import CLASSIFICATION_METRICS, classification_metrics, confusion_statistic
 from harness.results.records import Score
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, statistic_items
@@ -114,7 +114,7 @@ def classification_scores(task: str, split: str, gold: np.ndarray, pred: np.ndar
     """Accuracy and macro F1 / precision / recall with 95% bootstrap CIs; chance = the majority-class
     predictor's score on the scored gold (:mod:`harness.measure.chance`; accuracy 1/classes on a balanced set)."""
     values = classification_metrics(gold, pred, n_classes)
-    part = Part([pred, gold] * len(CLASSIFICATION_METRICS), tuple(macro(m, n_classes) for m in CLASSIFICATION_METRICS))
+    part = Part([pred, gold] * len(CLASSIFICATION_METRICS), tuple(confusion_statistic(m, n_classes) for m in CLASSIFICATION_METRICS))
     cis = dict(zip(CLASSIFICATION_METRICS, bootstrap_intervals([part], rng)))
     levels = {m: chance.majority(gold, lambda p, g, m=m: classification_metrics(g, p, n_classes)[m]) for m in CLASSIFICATION_METRICS}
     return [Score(task, "en", split, m, values[m], *cis[m], n=len(gold), chance=levels[m], setting=SETTING) for m in CLASSIFICATION_METRICS]

@@ -10,7 +10,7 @@ import pytest
 from tests.test_statistics import case, library
 
 from harness.measure.metrics import Part, _strata, bootstrap_intervals, pct_base, percentile_interval, resampled, resampled_parts
-from harness.measure.statistics import CLASSIFICATION_METRICS, STATISTICS, classification_metrics, macro, ratio
+from harness.measure.statistics import CLASSIFICATION_METRICS, STATISTICS, classification_metrics, confusion_statistic, ratio
 
 
 def _ones(n: int) -> np.ndarray:
@@ -75,9 +75,9 @@ def test_classification_intervals_come_from_one_draw_for_the_four_metrics():
     y_true = np.repeat(np.arange(4), 100)
     y_pred = np.where(rng.random(400) < 0.8, y_true, (y_true + 1) % 4)
     values = classification_metrics(y_true, y_pred, 4)
-    part = Part([y_pred, y_true] * 4, tuple(macro(m, 4) for m in CLASSIFICATION_METRICS))
+    part = Part([y_pred, y_true] * 4, tuple(confusion_statistic(m, 4) for m in CLASSIFICATION_METRICS))
     stats = resampled_parts([part], np.random.default_rng(0), 300)
-    alone = resampled_parts([Part([y_pred, y_true], macro("f1", 4))], np.random.default_rng(0), 300)
+    alone = resampled_parts([Part([y_pred, y_true], confusion_statistic("f1", 4))], np.random.default_rng(0), 300)
     assert np.array_equal(stats[:, 1], alone[:, 0])  # the same draws as f1 alone
     for name, (low, high) in zip(CLASSIFICATION_METRICS, bootstrap_intervals([part], np.random.default_rng(0), 300)):
         assert low < values[name] < high and high - low < 0.15, name

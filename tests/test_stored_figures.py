@@ -21,7 +21,7 @@ import pytest
 
 from harness.measure.compare import compare, group_weights, items_behind, parts_of, split_metric, value_of
 from harness.measure.metrics import Part, bootstrap_intervals
-from harness.measure.statistics import CLASSIFICATION_METRICS, macro, scipy_pearson, scipy_spearman
+from harness.measure.statistics import CLASSIFICATION_METRICS, confusion_statistic, scipy_pearson, scipy_spearman
 from harness.results.records import ItemOutputs, RunRecord, Score
 from harness.registry import SUITES
 from harness.results.store import Store
@@ -131,7 +131,7 @@ def _replayed_intervals(rec: RunRecord) -> dict[Score, tuple[float, float]]:
         (item,) = [i for i in rec.items if i.metric == "f1@macro_f1"]
         pred, gold = np.asarray(item.values), np.asarray([float(g) for g in item.gold])
         classes = len(SUITES.get(suite).head.labels)
-        part = Part([pred, gold] * 4, tuple(macro(m, classes) for m in CLASSIFICATION_METRICS))
+        part = Part([pred, gold] * 4, tuple(confusion_statistic(m, classes) for m in CLASSIFICATION_METRICS))
         cis = dict(zip(CLASSIFICATION_METRICS, bootstrap_intervals([part], np.random.default_rng(seed + 2))))
         return {s: cis[s.metric] for s in scored}
     return {}

@@ -52,7 +52,7 @@ def pearson(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return (counts * dx * dy).sum(-1) / np.sqrt((counts * dx * dx).sum(-1) * (counts * dy * dy).sum(-1))
 
 
-def ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def _ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """(B, n) average ranks of x with item i repeated ``counts[b, i]`` times (ties get the mean of
     the ranks they span, as scipy's ``rankdata``)."""
     order = np.argsort(x, kind="stable")
@@ -68,7 +68,7 @@ def ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def spearman(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Spearman's rho: Pearson's r of the tie-averaged ranks (Spearman 1904); NaN where a side is constant."""
-    return pearson(ranks(x, counts), ranks(y, counts), counts)
+    return pearson(_ranks(x, counts), _ranks(y, counts), counts)
 
 
 def confusion(predicted: np.ndarray, gold: np.ndarray, counts: np.ndarray, classes: int | None = None) -> np.ndarray:
@@ -122,7 +122,7 @@ def binary_f1(predicted: np.ndarray, gold: np.ndarray, counts: np.ndarray) -> np
     return np.divide(2 * tp, bottom, out=np.zeros_like(tp), where=bottom != 0)
 
 
-def macro(name: str, classes: int | None = None) -> Statistic:
+def confusion_statistic(name: str, classes: int | None = None) -> Statistic:
     """The statistic ``name`` of :func:`from_confusion` (accuracy, f1, precision, recall) over
     ``classes`` classes (None: the largest id seen + 1)."""
     return lambda predicted, gold, counts: from_confusion(confusion(predicted, gold, counts, classes))[name]
@@ -133,9 +133,9 @@ STATISTICS: dict[str, Statistic] = {
     "pearson": pearson,
     "mcc": mcc,
     "binary_f1": binary_f1,
-    "macro_f1": macro("f1"),
-    "macro_precision": macro("precision"),
-    "macro_recall": macro("recall"),
+    "macro_f1": confusion_statistic("f1"),
+    "macro_precision": confusion_statistic("precision"),
+    "macro_recall": confusion_statistic("recall"),
 }
 """The corpus statistics that are no ratio of sums, by the name items carry (``f1@macro_f1``): their
 items hold each item's prediction and gold value as numbers, class ids in [0, C)."""
@@ -152,7 +152,7 @@ CLASSIFICATION_METRICS = ("accuracy", "f1", "precision", "recall")
 
 def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> dict[str, float]:
     """Accuracy and macro F1, precision and recall of one set of predictions over ``n_classes``."""
-    return {m: point(macro(m, n_classes), y_pred, y_true) for m in CLASSIFICATION_METRICS}
+    return {m: point(confusion_statistic(m, n_classes), y_pred, y_true) for m in CLASSIFICATION_METRICS}
 
 
 def scipy_pearson(x: np.ndarray, y: np.ndarray) -> float:
