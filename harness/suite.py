@@ -24,7 +24,7 @@ A ratio metric gives the per-item numerator as values and the denominator as wei
 (``ItemOutputs(..., metric="bits_per_byte", values=bits, weights=bytes)``; entity F1: 2 TP over
 2 TP + FP + FN per sentence). A corpus-level statistic that is no ratio of sums (Spearman, Pearson,
 MCC, binary or macro F1) names itself in its items' metric, ``<metric>@<statistic>`` with the
-statistic a key of :data:`harness.measure.metrics.STATISTICS` (:func:`statistic_items` builds them:
+statistic a key of :data:`harness.measure.statistics.STATISTICS` (:func:`statistic_items` builds them:
 values = each item's prediction, gold = its gold value, both numbers); the runner's paired bootstrap
 then recomputes that statistic on both runs' resampled items (:mod:`harness.measure.compare`). Every
 headline score has items behind it.
@@ -166,7 +166,7 @@ def statistic_items(
     task: str, language: str, split: str, metric: str, statistic: str, ids: Sequence, predicted: Sequence[float], gold: Sequence[float],
 ) -> ItemOutputs:
     """The items of a corpus-level score (``metric`` computed by ``statistic``, a key of
-    :data:`harness.measure.metrics.STATISTICS`): per item the prediction as value and the gold value
+    :data:`harness.measure.statistics.STATISTICS`): per item the prediction as value and the gold value
     (class ids, ratings, similarities) written exactly (``repr`` of the float)."""
     return ItemOutputs(
         task, language, split, statistic_metric(metric, statistic), tuple(str(i) for i in ids),

@@ -49,7 +49,8 @@ from harness.suites.finetune import FinetuneBudget, finetune, padding_collator, 
 
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
-from harness.measure.metrics import binary_f1, bootstrap_ci, bootstrap_statistic, matthews, pearson, spearman
+from harness.measure.metrics import Part, bootstrap_intervals
+from harness.measure.statistics import binary_f1, by_name, mcc, point, ratio, scipy_pearson, scipy_spearman
 from harness.results.records import ItemOutputs, Score
 from harness.sources.corpora import Text
 from harness.sources.data import DataSource, local_or_hub
@@ -124,11 +125,11 @@ TASKS: dict[str, GlueTask] = {t.name: t for t in (
              Columns(1, 2, 3, header=True), ("question", "sentence")),
 )}
 METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-    "accuracy": lambda pred, gold: float(np.mean(pred == gold)),
-    "mcc": matthews,
-    "f1": binary_f1,
-    "pearson": pearson,
-    "spearman": spearman,
+    "accuracy": lambda pred, gold: point(ratio, pred == gold, np.ones(len(gold))),
+    "mcc": lambda pred, gold: point(mcc, pred, gold),
+    "f1": lambda pred, gold: point(binary_f1, pred, gold),
+    "pearson": scipy_pearson,
+    "spearman": scipy_spearman,
 }
 STATISTICS = {"mcc": "mcc", "f1": "binary_f1", "pearson": "pearson", "spearman": "spearman"}  # metric -> paired statistic
 SETTING = "fine-tuned"  # every task fine-tunes the whole model (papers 001 and 004)
@@ -327,8 +328,8 @@ class Glue(Suite):
         rng = np.random.default_rng(ctx.seed)
         scores = []
         for metric in spec.metrics:
-            low, high = (bootstrap_ci([pred == dev.label], rng) if metric == "accuracy" else
-                         bootstrap_statistic(STATISTICS[metric], [(pred, dev.label)], rng))
+            part = Part([pred == dev.label, np.ones(len(pred))]) if metric == "accuracy" else Part([pred, dev.label], by_name(STATISTICS[metric]))
+            low, high = bootstrap_intervals([part], rng)[0]
             chance = chance_level(metric, dev.label) if spec.labels else 0.0
             scores.append(Score(task.name, "en", spec.eval_split, metric, METRICS[metric](pred, dev.label), low, high, n=len(dev),
                                 chance=chance, setting=SETTING))

@@ -30,7 +30,7 @@ from seqeval.metrics import f1_score, precision_score, recall_score
 from seqeval.metrics.sequence_labeling import get_entities
 
 from harness.errors import DataError
-from harness.measure.metrics import bootstrap_macro_ratio_ci, bootstrap_ratio_ci
+from harness.measure.metrics import Part, bootstrap_intervals
 from harness.results.records import ItemOutputs, Score
 from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task
 
@@ -119,7 +119,7 @@ def entity_scores(
     }
     ratios = entity_ratios(counts)
     return [
-        Score(task, language, split, metric, float(values[metric]), *bootstrap_ratio_ci(*ratios[metric], rng), n=len(gold), chance=0.0,
+        Score(task, language, split, metric, float(values[metric]), *bootstrap_intervals([Part(ratios[metric])], rng)[0], n=len(gold), chance=0.0,
               setting=setting)
         for metric in values
     ]
@@ -128,7 +128,7 @@ def entity_scores(
 def macro_f1(task: str, split: str, scores: list[Score], counts: list[np.ndarray], rng: np.random.Generator, setting: str = "") -> Score:
     """The ``avg`` row: entity F1 averaged over evaluation sets (languages), CI from resampling each."""
     f1 = [s.value for s in scores if s.metric == "f1"]
-    low, high = bootstrap_macro_ratio_ci([entity_ratios(c)["f1"] for c in counts], rng)
+    low, high = bootstrap_intervals([Part(entity_ratios(c)["f1"]) for c in counts], rng)[0]
     return Score(task, "avg", split, "f1", float(np.mean(f1)), low, high, n=sum(len(c) for c in counts), chance=0.0, setting=setting)
 
 

@@ -28,14 +28,15 @@ from harness.suites.finetune import FinetuneBudget, finetune, padding_collator, 
 
 from harness.errors import ConfigError, DataError
 from harness.measure import chance
-from harness.measure.metrics import CLASSIFICATION_METRICS, bootstrap_classification_ci, classification_metrics
+from harness.measure.metrics import Part, bootstrap_intervals
+from harness.measure.statistics import CLASSIFICATION_METRICS, classification_metrics, confusion_statistic
 from harness.results.records import Score
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, statistic_items
 
 CARVE_SEED = 0  # the carve is a property of the suite, not of the run
 SETTING = "fine-tuned"  # paper 002 fine-tunes the whole classifier on the task
-MACRO_METRICS = ("f1", "precision", "recall")  # corpus statistics over classes (paired: harness.measure.paired's macro_*)
+MACRO_METRICS = ("f1", "precision", "recall")  # corpus statistics over classes (harness.measure.statistics' macro_*)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ def classification_scores(task: str, split: str, gold: np.ndarray, pred: np.ndar
     """Accuracy and macro F1 / precision / recall with 95% bootstrap CIs; chance = the majority-class
     predictor's score on the scored gold (:mod:`harness.measure.chance`; accuracy 1/classes on a balanced set)."""
     values = classification_metrics(gold, pred, n_classes)
-    cis = bootstrap_classification_ci(gold, pred, n_classes, rng)
+    part = Part([pred, gold] * len(CLASSIFICATION_METRICS), tuple(confusion_statistic(m, n_classes) for m in CLASSIFICATION_METRICS))
+    cis = dict(zip(CLASSIFICATION_METRICS, bootstrap_intervals([part], rng)))
     levels = {m: chance.majority(gold, lambda p, g, m=m: classification_metrics(g, p, n_classes)[m]) for m in CLASSIFICATION_METRICS}
     return [Score(task, "en", split, m, values[m], *cis[m], n=len(gold), chance=levels[m], setting=SETTING) for m in CLASSIFICATION_METRICS]
 

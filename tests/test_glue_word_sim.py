@@ -16,13 +16,15 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import ConfigError, DataError
-from harness.measure.metrics import binary_f1, bootstrap_statistic, matthews, pearson, spearman
+from harness.measure.metrics import Part, bootstrap_intervals
+from harness.measure.statistics import spearman as weighted_spearman
 from harness.methods.senses.cluster import kmeans_senses
 from harness.results.store import Store
 from harness.runner.run import RunRequest, execute
 
 
 def test_spearman_of_known_rankings():
+    spearman, pearson = glue.METRICS["spearman"], glue.METRICS["pearson"]
     x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     assert spearman(x, x ** 3) == pytest.approx(1.0)            # monotone, not linear: rho 1, Pearson < 1
     assert pearson(x, x ** 3) < 0.99
@@ -34,6 +36,7 @@ def test_spearman_of_known_rankings():
 
 def test_matthews_and_f1_of_a_known_confusion():
     # tp=3 fn=1 fp=1 tn=3: MCC = (9 - 1) / sqrt(4*4*4*4) = 0.5; F1 = 2*3 / (2*3 + 1 + 1) = 0.75
+    matthews, binary_f1 = glue.METRICS["mcc"], glue.METRICS["f1"]
     gold = np.array([1, 1, 1, 1, 0, 0, 0, 0])
     pred = np.array([1, 1, 1, 0, 1, 0, 0, 0])
     assert matthews(pred, gold) == pytest.approx(0.5)
@@ -42,17 +45,18 @@ def test_matthews_and_f1_of_a_known_confusion():
     assert binary_f1(np.zeros(8, dtype=int), gold) == 0.0
 
 
-def test_bootstrap_statistic_brackets_and_averages_groups():
+def test_spearman_interval_brackets_and_averages_groups():
+    spearman = glue.METRICS["spearman"]
     rng = np.random.default_rng(0)
     x = rng.normal(size=200)
     y = x + rng.normal(size=200)
-    low, high = bootstrap_statistic("spearman", [(x, y)], np.random.default_rng(1))
+    low, high = bootstrap_intervals([Part([x, y], weighted_spearman)], np.random.default_rng(1))[0]
     assert low < spearman(x, y) < high and high - low < 0.3
     # vectorised over replicates, it is scipy's spearmanr on the same draws
     brute = [spearman(x[row], y[row]) for row in np.random.default_rng(1).integers(0, 200, size=(1000, 200))]
     assert (low, high) == pytest.approx(tuple(np.quantile(brute, [0.025, 0.975])))
     # the mean over two groups: a perfect group and a noisy one sit around their average
-    low2, high2 = bootstrap_statistic("spearman", [(x, x), (x, y)], np.random.default_rng(1))
+    low2, high2 = bootstrap_intervals([Part([x, x], weighted_spearman), Part([x, y], weighted_spearman)], np.random.default_rng(1))[0]
     assert low2 == pytest.approx((1 + low) / 2, abs=0.03) and high2 == pytest.approx((1 + high) / 2, abs=0.03)
 
 

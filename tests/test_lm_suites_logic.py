@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import yaml
 from harness.suites import texts
@@ -14,22 +13,13 @@ from harness.suites.lm_eval_client import TASKS_DIR, render_tasks
 from harness.suites.tokenizer import count
 
 from harness.errors import ConfigError
-from harness.measure.metrics import bits_per_byte, bootstrap_ratio_ci
+from harness.measure.metrics import bits_per_byte
 from harness.sources import corpora
 
 
 def test_bits_per_byte_is_nll_over_ln2_over_bytes():
     assert bits_per_byte(math.log(2) * 1000, 1000) == pytest.approx(1.0)
     assert bits_per_byte(693.147, 500) == pytest.approx(2.0, rel=1e-5)
-
-
-def test_ratio_ci_brackets_pooled_ratio_and_repeats():
-    rng = np.random.default_rng(0)
-    den = rng.integers(100, 5000, size=60)
-    num = den * rng.normal(0.7, 0.05, size=60)
-    low, high = bootstrap_ratio_ci(num, den, np.random.default_rng(1))
-    assert low < num.sum() / den.sum() < high and high - low < 0.05
-    assert (low, high) == bootstrap_ratio_ci(num, den, np.random.default_rng(1))
 
 
 def test_wikitext_lines_group_into_detokenized_articles():

@@ -11,24 +11,21 @@ from scipy.stats import binomtest
 
 from harness.measure.chance import majority
 from harness.measure.compare import compare, group_weights, value_of
-from harness.measure.metrics import (
-    STATISTICS,
-    WEIGHTED,
-    Part,
-    _strata,
-    chance_adjusted_pct_base,
-    mean_sd,
-    percentile_interval,
-    resampled,
-    resampled_parts,
-)
-from harness.measure.paired import agreement, flip_rate, mcnemar_p, paired_bootstrap, paired_statistic_bootstrap
+from harness.measure.metrics import Part, chance_adjusted_pct_base, mean_sd
+from harness.measure.paired import PairedInterval, agreement, flip_rate, mcnemar_p, paired_interval
+from harness.measure.statistics import STATISTICS, Statistic, ratio
 from harness.results.records import ItemOutputs, Score
 from harness.suite import statistic_items
+from tests.test_statistics import ALL, case, library
 
 
 def _ones(n: int) -> np.ndarray:
     return np.ones(n)
+
+
+def _paired(method: list, base: list, rng: np.random.Generator, statistic: Statistic = ratio, **kwargs) -> PairedInterval:
+    """:func:`paired_interval` of groups given as (a, b) per run, each group a part of its own."""
+    return paired_interval([Part([*m, *b], statistic) for m, b in zip(method, base)], rng, **kwargs)
 
 
 def test_paired_bootstrap_matches_the_enumerated_distribution():
@@ -36,7 +33,7 @@ def test_paired_bootstrap_matches_the_enumerated_distribution():
     difference is (times item 1 is drawn) / 3, Binomial(3, 1/3): P = 8/27, 12/27, 6/27, 1/27 for
     0, 1/3, 2/3, 1. So the 90% interval is (0, 2/3): P(0) > 5% and P(<= 2/3) = 26/27 > 95%."""
     method, base = np.array([1.0, 1.0, 0.0]), np.array([1.0, 0.0, 0.0])
-    ci = paired_bootstrap([(method, _ones(3))], [(base, _ones(3))], np.random.default_rng(0), n_boot=20000, confidence=0.9)
+    ci = _paired([(method, _ones(3))], [(base, _ones(3))], np.random.default_rng(0), n_boot=20000, confidence=0.9)
     assert ci.difference == pytest.approx((0.0, 2 / 3))
 
 
@@ -45,8 +42,8 @@ def test_paired_bootstrap_pct_base_of_two_items():
     baseline always 1, so %Base is 100, 50 or 0: the 40% interval (30th..70th percentile) is (50, 50)
     and the 90% interval (0, 100)."""
     method, base = np.array([1.0, 0.0]), np.array([1.0, 1.0])
-    narrow = paired_bootstrap([(method, _ones(2))], [(base, _ones(2))], np.random.default_rng(1), n_boot=20000, confidence=0.4)
-    wide = paired_bootstrap([(method, _ones(2))], [(base, _ones(2))], np.random.default_rng(1), n_boot=20000, confidence=0.9)
+    narrow = _paired([(method, _ones(2))], [(base, _ones(2))], np.random.default_rng(1), n_boot=20000, confidence=0.4)
+    wide = _paired([(method, _ones(2))], [(base, _ones(2))], np.random.default_rng(1), n_boot=20000, confidence=0.9)
     assert narrow.pct_base == pytest.approx((50.0, 50.0)) and wide.pct_base == pytest.approx((0.0, 100.0))
 
 
@@ -57,7 +54,7 @@ def test_items_are_resampled_jointly_and_ratios_pooled():
     rng = np.random.default_rng(2)
     n_bytes = rng.integers(200, 5000, size=40).astype(float)
     bits = n_bytes * rng.uniform(0.5, 1.5, size=40)
-    ci = paired_bootstrap([(1.1 * bits, n_bytes)], [(bits, n_bytes)], np.random.default_rng(3), higher_is_better=False)
+    ci = _paired([(1.1 * bits, n_bytes)], [(bits, n_bytes)], np.random.default_rng(3), higher_is_better=False)
     assert ci.pct_base == pytest.approx((100 / 1.1, 100 / 1.1))
     low, high = ci.difference
     assert 0 < low < high  # method - base in bits per byte: always positive, resample-dependent
@@ -65,7 +62,7 @@ def test_items_are_resampled_jointly_and_ratios_pooled():
 
 def test_identical_runs_have_a_point_interval():
     correct = (np.random.default_rng(4).random(300) < 0.6).astype(float)
-    ci = paired_bootstrap([(correct, _ones(300))] * 2, [(correct, _ones(300))] * 2, np.random.default_rng(5))
+    ci = _paired([(correct, _ones(300))] * 2, [(correct, _ones(300))] * 2, np.random.default_rng(5))
     assert ci.pct_base == (100.0, 100.0) and ci.difference == (0.0, 0.0)
 
 
@@ -138,45 +135,13 @@ def test_compare_without_pairs_says_why():
     assert c.unpaired is None and c.n_paired == 2
 
 
-def test_a_cluster_bootstrap_does_not_count_translations_as_new_evidence():
-    """15 groups that are the same 200 rows (perfectly correlated languages): resampled as clusters,
-    the average's interval is that of one group; resampled each on its own, it would shrink by about
-    sqrt(15). Unclustered groups keep the independent draws exactly."""
-    rows = (np.random.default_rng(0).random(200) < 0.55).astype(float)
-    ids = tuple(str(i) for i in range(200))
-    one = percentile_interval(resampled([[rows, _ones(200)]], np.random.default_rng(1))[:, 0])
-    clustered = percentile_interval(resampled_parts([Part([rows, _ones(200)], clusters=ids)] * 15, np.random.default_rng(1))[:, 0])
-    independent = percentile_interval(resampled([[rows, _ones(200)]] * 15, np.random.default_rng(1))[:, 0])
-    width = lambda ci: ci[1] - ci[0]  # noqa: E731
-    assert width(clustered) == pytest.approx(width(one), rel=0.15)
-    assert width(independent) == pytest.approx(width(one) / math.sqrt(15), rel=0.2)
-    plain = resampled_parts([Part([rows, _ones(200)])] * 3, np.random.default_rng(2))
-    assert np.array_equal(plain, resampled([[rows, _ones(200)]] * 3, np.random.default_rng(2)))
-
-
-def test_groups_sharing_clusters_are_one_stratum_others_stay_independent():
-    shared = [Part([_ones(2), _ones(2)], clusters=("a", "b")), Part([_ones(2), _ones(2)], clusters=("b", "c"))]
-    assert _strata([*shared, Part([_ones(2), _ones(2)], clusters=("x", "y")), Part([_ones(3), _ones(3)])]) == [[0, 1], [2], [3]]
-
-
-@pytest.mark.parametrize("name", sorted(WEIGHTED))
-def test_weighted_statistics_equal_the_statistic_of_repeated_items(name):
-    """A cluster draw counts each item 0, 1, 2 ... times: the weighted statistic is the statistic of
-    the items repeated that often (ties included)."""
-    rng = np.random.default_rng(7)
-    gold, _, predicted = _case(name, rng, 30)
-    counts = rng.integers(0, 3, size=(6, 30)).astype(float)
-    want = [STATISTICS[name](np.repeat(predicted, c.astype(int))[None], np.repeat(gold, c.astype(int))[None])[0] for c in counts]
-    assert WEIGHTED[name](predicted.astype(float), gold.astype(float), counts) == pytest.approx(want)
-
-
 def test_an_average_over_tasks_weighs_tasks_alike_and_its_metrics_share_a_task():
     assert group_weights(["en", "de", "fr"]) is None
     assert group_weights(["cola", "mrpc/accuracy", "mrpc/f1", "sst2"]) == pytest.approx([1 / 3, 1 / 6, 1 / 6, 1 / 3])
     cola = statistic_items("glue", "cola", "eval", "score", "mcc", ["1", "2", "3", "4"], [1, 0, 1, 1], [1, 0, 0, 1])
     acc = ItemOutputs("glue", "mrpc/accuracy", "eval", "score", ("1", "2"), (1.0, 0.0))
     f1 = statistic_items("glue", "mrpc/f1", "eval", "score", "binary_f1", ["1", "2"], [1, 1], [1, 0])
-    mcc = _library("mcc")(np.array([1, 0, 1, 1]), np.array([1, 0, 0, 1]))
+    mcc = library("mcc")(np.array([1, 0, 1, 1]), np.array([1, 0, 0, 1]))
     assert value_of([cola, acc, f1]) == pytest.approx(mcc / 2 + (0.5 + 2 / 3) / 4)  # (mcc + mean(acc, f1)) / 2
 
 
@@ -191,40 +156,15 @@ def test_an_average_row_has_no_mcnemar_p():
     assert out["en"].p_value is not None and out["avg"].p_value is None and out["avg"].flip_rate == pytest.approx(0.5)
 
 
-def _library(name: str):
-    """The scipy / scikit-learn function each registered statistic must agree with."""
-    from scipy.stats import pearsonr, spearmanr
-    from sklearn.metrics import f1_score, matthews_corrcoef, precision_score, recall_score
-
-    macro = {"average": "macro", "zero_division": 0}
-    return {
-        "spearman": lambda p, g: spearmanr(p, g).statistic, "pearson": lambda p, g: pearsonr(p, g).statistic,
-        "mcc": lambda p, g: matthews_corrcoef(g, p), "binary_f1": lambda p, g: f1_score(g, p, zero_division=0),
-        "macro_f1": lambda p, g: f1_score(g, p, **macro), "macro_precision": lambda p, g: precision_score(g, p, **macro),
-        "macro_recall": lambda p, g: recall_score(g, p, **macro),
-    }[name]
-
-
-def _case(name: str, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gold, a base and a method prediction: tied ratings for the correlations, class ids else."""
-    if name in ("spearman", "pearson"):
-        gold = rng.integers(0, 6, n).astype(float)  # ties, as human ratings have
-        return gold, gold + rng.normal(0, 2, n), gold + rng.normal(0, 3, n)
-    classes = 2 if name in ("mcc", "binary_f1") else 4
-    gold = rng.integers(0, classes, n)
-    noisy = lambda share: np.where(rng.random(n) < share, rng.integers(0, classes, n), gold)  # noqa: E731
-    return gold, noisy(0.4), noisy(0.7)
-
-
-@pytest.mark.parametrize("name", sorted(STATISTICS))
-def test_statistic_bootstrap_equals_a_brute_force_loop_over_the_same_draws(name):
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_paired_interval_equals_a_brute_force_loop_over_the_same_draws(name):
     """Two groups of 9 and 7 items, 50 replicates: per replicate the same indices for both runs (the
     generator's draws in the bootstrap's order: per group, one (replicates, items) block), the
     library statistic on each side, averaged over the groups; percentile intervals of %Base and the
-    difference. The registered (vectorised) statistic also equals the library's on every replicate."""
+    difference."""
     data = np.random.default_rng(11)
-    groups = [_case(name, data, n) for n in (9, 7)]
-    fn = _library(name)
+    groups = [case(name, data, n) for n in (9, 7)]
+    fn = library(name)
     draw = np.random.default_rng(5)
     m, b = np.zeros(50), np.zeros(50)
     for gold, base, method in groups:
@@ -233,11 +173,10 @@ def test_statistic_bootstrap_equals_a_brute_force_loop_over_the_same_draws(name)
             warnings.simplefilter("ignore")  # a constant resample: NaN, as the bootstrap leaves out
             m += [fn(method[row], gold[row]) for row in idx]
             b += [fn(base[row], gold[row]) for row in idx]
-        assert STATISTICS[name](method[idx], gold[idx]) == pytest.approx(np.array([fn(method[r], gold[r]) for r in idx]), nan_ok=True)
     m, b = m / 2, b / 2
     with np.errstate(divide="ignore", invalid="ignore"):
         pct, diff = 100 * m / b, m - b
-    ci = paired_statistic_bootstrap(name, [(g[2], g[0]) for g in groups], [(g[1], g[0]) for g in groups], np.random.default_rng(5), n_boot=50)
+    ci = _paired([(g[2], g[0]) for g in groups], [(g[1], g[0]) for g in groups], np.random.default_rng(5), ALL[name], n_boot=50)
     assert ci.pct_base == pytest.approx(tuple(np.quantile(pct[np.isfinite(pct)], [0.025, 0.975])))
     assert ci.difference == pytest.approx(tuple(np.quantile(diff[np.isfinite(diff)], [0.025, 0.975])))
 
@@ -246,15 +185,15 @@ def test_compare_recomputes_a_corpus_statistic_and_skips_mcnemar():
     """Spearman items (prediction, gold) behind a score: the comparison is the paired statistic
     bootstrap on the items both runs scored (matched by id), with no McNemar or flips."""
     rng = np.random.default_rng(3)
-    gold, base, method = _case("spearman", rng, 40)
+    gold, base, method = case("spearman", rng, 40)
     ids = [f"line{i}" for i in range(40)]
     base_items = [statistic_items("MEN", "en", "all", "spearman", "spearman", ids, base, gold)]
     order = rng.permutation(40)  # the method stored its items in another order: matched by id
     items = [statistic_items("MEN", "en", "all", "spearman", "spearman", [ids[i] for i in order], method[order], gold[order])]
     scores, base_scores = ([Score("MEN", "en", "all", "spearman", value_of(i), chance=0.0)] for i in (items, base_items))
-    assert items[0].metric == "spearman@spearman" and value_of(items) == pytest.approx(_library("spearman")(method, gold))
+    assert items[0].metric == "spearman@spearman" and value_of(items) == pytest.approx(library("spearman")(method, gold))
     (c,) = compare(scores, items, base_scores, base_items, "base", np.random.default_rng(9))
-    want = paired_statistic_bootstrap("spearman", [(method, gold)], [(base, gold)], np.random.default_rng(9))
+    want = _paired([(method, gold)], [(base, gold)], np.random.default_rng(9), STATISTICS["spearman"])
     assert (c.pct_base_ci_low, c.pct_base_ci_high) == pytest.approx(want.pct_base) and c.n_paired == 40
     assert c.difference == pytest.approx(scores[0].value - base_scores[0].value)
     assert c.p_value is None and c.flip_rate is None

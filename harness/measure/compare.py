@@ -4,7 +4,7 @@ For each score of the run, the per-item outputs behind it (:class:`~harness.resu
 one per language, or all languages of the task for the ``avg`` row) are matched with the baseline's
 by item id, and the paired statistics of :mod:`harness.measure.paired` are computed on the items
 both runs scored. Items named ``<metric>@<statistic>`` (:func:`statistic_metric`, ``statistic`` a key
-of :data:`harness.measure.metrics.STATISTICS`) back a corpus-level score (Spearman, MCC, macro F1):
+of :data:`harness.measure.statistics.STATISTICS`) back a corpus-level score (Spearman, MCC, macro F1):
 their values are predictions and their gold the gold values, and the paired bootstrap recomputes the
 statistic; all other items are the ratio of sums ``sum(values) / sum(weights)``. The chance-adjusted
 %Base and the "baseline above chance" flag need only the two scores. The baseline run is compared
@@ -33,8 +33,9 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.measure import metrics, paired
-from harness.measure.metrics import STATISTICS, chance_adjusted_pct_base, macro_ratio
+from harness.measure import paired
+from harness.measure.metrics import Part, chance_adjusted_pct_base
+from harness.measure.statistics import STATISTICS, by_name, point
 from harness.results.records import Comparison, ItemOutputs, Score
 
 AVERAGE = "avg"  # the language of a macro average over a task's languages
@@ -68,21 +69,17 @@ def value_of(items: Sequence[ItemOutputs]) -> float:
     """The score per-item outputs give: each group's corpus statistic (its metric names it) or
     ``sum(values) / sum(weights)``, averaged over the groups with :func:`group_weights`; what the
     paired bootstrap resamples."""
-    values = []
-    for i in items:
-        a, b = _take(i, list(range(len(i.ids))))
-        statistic = split_metric(i.metric)[1]
-        values.append(STATISTICS[statistic](a[None], b[None])[0] if statistic else macro_ratio([(a, b)]))
+    values = [point(by_name(split_metric(i.metric)[1]), *_take(i, list(range(len(i.ids))))) for i in items]
     weights = group_weights([i.language for i in items])
     return float(np.mean(values)) if weights is None else float(np.dot(weights, values))
 
 
-def parts_of(items: Sequence[ItemOutputs]) -> list[metrics.Part]:
+def parts_of(items: Sequence[ItemOutputs]) -> list[Part]:
     """The bootstrap's view of a score's per-item outputs: one part per group, scored by its own
     statistic, weighted by :func:`group_weights`, with its items' clusters."""
     weights = group_weights([i.language for i in items])
     return [
-        metrics.Part(_take(i, list(range(len(i.ids)))), split_metric(i.metric)[1], None if weights is None else w, i.clusters or None)
+        Part(_take(i, list(range(len(i.ids)))), by_name(split_metric(i.metric)[1]), None if weights is None else w, i.clusters or None)
         for i, w in zip(items, weights or [None] * len(items))
     ]
 
@@ -176,7 +173,7 @@ def _compare_one(s: Score, b: Score, pairs: list[_Pair] | str, baseline_run_id: 
     if isinstance(pairs, str):
         return dataclasses.replace(known, unpaired=pairs)
     weights = group_weights([p.language for p in pairs]) if len(pairs) > 1 else None
-    parts = [metrics.Part([*p.method, *p.base], p.statistic, None if weights is None else w, p.clusters)
+    parts = [Part([*p.method, *p.base], by_name(p.statistic), None if weights is None else w, p.clusters)
              for p, w in zip(pairs, weights or [None] * len(pairs))]
     ci = paired.paired_interval(parts, rng, s.higher_is_better)
     mv, bv = (np.concatenate([getattr(p, side)[0] for p in pairs]) for side in ("method", "base"))

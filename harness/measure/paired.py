@@ -3,14 +3,10 @@
 Both runs scored the same items (the same XNLI pairs, the same documents), so the uncertainty of
 %Base and of the difference comes from which items were drawn, and it is smaller than two
 independent CIs suggest: an item that is hard for the baseline is usually hard for the method too.
-The paired bootstrap therefore draws items once per replicate for both runs (``resampled`` with the
-method's and the baseline's arrays side by side) and recomputes both scores, ratios pooled as in the
-point estimate (bits per byte: the drawn documents' bits over their bytes, for each model).
-
-Corpus-level statistics that are no ratio of sums (Spearman, Pearson, MCC, binary and macro F1) are
-named in :data:`harness.measure.metrics.STATISTICS`; their items hold each item's prediction and
-gold as numbers, and :func:`paired_statistic_bootstrap` draws items jointly for both runs and
-recomputes the statistic on each side (vectorised over the replicates).
+The paired bootstrap (:func:`paired_interval`) therefore scores both runs on the same draws: each
+part holds the method's and the baseline's arrays side by side (:func:`harness.measure.metrics.resampled_parts`),
+and each replicate recomputes both scores the way the point estimate does (bits per byte: the drawn
+documents' bits over their bytes; Spearman, MCC, macro F1: the statistic of the drawn items).
 """
 
 from __future__ import annotations
@@ -33,41 +29,6 @@ class PairedInterval:
 
     pct_base: tuple[float, float]     # %Base (inverted for lower-is-better metrics, as the point estimate)
     difference: tuple[float, float]   # method - baseline, in the metric's units
-
-
-def paired_bootstrap(
-    method: Sequence[Group], base: Sequence[Group], rng: np.random.Generator, higher_is_better: bool = True,
-    n_boot: int = 1000, confidence: float = 0.95,
-) -> PairedInterval:
-    """CIs of %Base and of method - base, resampling items jointly for the two runs.
-
-    ``method[g]`` and ``base[g]`` hold group ``g``'s per-item values and weights in the same item
-    order; a score is the mean over groups of ``sum(values) / sum(weights)``.
-    """
-    return _joint(method, base, rng, higher_is_better, n_boot, confidence, None)
-
-
-def paired_statistic_bootstrap(
-    statistic: str, method: Sequence[Group], base: Sequence[Group], rng: np.random.Generator, higher_is_better: bool = True,
-    n_boot: int = 1000, confidence: float = 0.95,
-) -> PairedInterval:
-    """CIs of %Base and of method - base for a corpus statistic (:data:`harness.measure.metrics.STATISTICS`).
-
-    ``method[g]`` and ``base[g]`` are group ``g``'s (predicted, gold) per item in the same item
-    order; a score is the mean over groups of the statistic (word similarity's average over data
-    sets). In every replicate each group's items are drawn with replacement once, the same draw for
-    both runs, and the statistic is recomputed on each; undefined replicates (NaN: a constant
-    resample) are left out of the quantiles.
-    """
-    return _joint(method, base, rng, higher_is_better, n_boot, confidence, statistic)
-
-
-def _joint(method: Sequence[Group], base: Sequence[Group], rng: np.random.Generator, higher_is_better: bool,
-           n_boot: int, confidence: float, statistic: str | None) -> PairedInterval:
-    """Both runs' scores on the same draws, groups resampled each on its own."""
-    if len(method) != len(base) or any(len(m[0]) != len(b[0]) for m, b in zip(method, base)):
-        raise ValueError("method and base must hold the same groups with the same items")
-    return paired_interval([Part([*m, *b], statistic) for m, b in zip(method, base)], rng, higher_is_better, n_boot, confidence)
 
 
 def paired_interval(
