@@ -50,7 +50,7 @@ from harness.suites.finetune import FinetuneBudget, finetune, padding_collator, 
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import Part, bootstrap_intervals
-from harness.measure.statistics import binary_f1, by_name, mcc, point, ratio, scipy_pearson, scipy_spearman
+from harness.measure.statistics import binary_f1, by_name, mcc, pearson, point, ratio, spearman
 from harness.results.records import ItemOutputs, Score
 from harness.sources.corpora import Text
 from harness.sources.data import DataSource, local_or_hub
@@ -128,8 +128,8 @@ METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "accuracy": lambda pred, gold: point(ratio, pred == gold, np.ones(len(gold))),
     "mcc": lambda pred, gold: point(mcc, pred, gold),
     "f1": lambda pred, gold: point(binary_f1, pred, gold),
-    "pearson": scipy_pearson,
-    "spearman": scipy_spearman,
+    "pearson": lambda pred, gold: point(pearson, pred, gold),
+    "spearman": lambda pred, gold: point(spearman, pred, gold),
 }
 STATISTICS = {"mcc": "mcc", "f1": "binary_f1", "pearson": "pearson", "spearman": "spearman"}  # metric -> paired statistic
 SETTING = "fine-tuned"  # every task fine-tunes the whole model (papers 001 and 004)

@@ -61,7 +61,7 @@ from torch import nn
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure.metrics import Part, bootstrap_intervals
-from harness.measure.statistics import scipy_spearman, spearman
+from harness.measure.statistics import point, spearman
 from harness.results.records import Score
 from harness.sources import corpora
 from harness.sources.data import DataSource, local_or_hub
@@ -211,7 +211,7 @@ class WordSimilarity(Suite):
             for name, pairs in sets.items():
                 values = sim(np.array([index[w] for w in pairs.first]), np.array([index[w] for w in pairs.second]))
                 low, high = bootstrap_intervals([Part([values, pairs.gold], spearman)], rng)[0]
-                scores.append(Score(name, "en", "all", metric, scipy_spearman(values, pairs.gold), low, high, n=len(values), chance=0.0, setting=SETTING))
+                scores.append(Score(name, "en", "all", metric, point(spearman, values, pairs.gold), low, high, n=len(values), chance=0.0, setting=SETTING))
                 items.append(statistic_items(name, "en", "all", metric, "spearman", pairs.lines, values, pairs.gold))  # the set's score
                 groups.append(dataclasses.replace(  # the average's group: a word pair in several sets is one cluster
                     statistic_items("word_sim", name, "all", metric, "spearman", pairs.lines, values, pairs.gold),

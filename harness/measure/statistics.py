@@ -22,7 +22,6 @@ Each equals scipy's or scikit-learn's function on the items repeated that often 
 
 from __future__ import annotations
 
-import warnings
 from typing import Callable
 
 import numpy as np
@@ -153,25 +152,3 @@ CLASSIFICATION_METRICS = ("accuracy", "f1", "precision", "recall")
 def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> dict[str, float]:
     """Accuracy and macro F1, precision and recall of one set of predictions over ``n_classes``."""
     return {m: point(confusion_statistic(m, n_classes), y_pred, y_true) for m in CLASSIFICATION_METRICS}
-
-
-def scipy_pearson(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson's r of one set of pairs as ``scipy.stats.pearsonr`` computes it (NaN when a side is
-    constant): the per-set figure GLUE's STS-B reports. Its rounding differs from :func:`pearson`'s
-    in the last bit (1e-16); averages and resamples use :func:`pearson`."""
-    from scipy.stats import pearsonr
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # constant input: NaN is the answer, not a warning
-        return float(pearsonr(x, y).statistic)
-
-
-def scipy_spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman's rho of one set of pairs as ``scipy.stats.spearmanr`` computes it (NaN when a side
-    is constant): the per-set figure of word similarity and STS-B. Its rounding differs from
-    :func:`spearman`'s in the last bit (1e-16); averages and resamples use :func:`spearman`."""
-    from scipy.stats import spearmanr
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(spearmanr(x, y).statistic)
