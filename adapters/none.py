@@ -18,6 +18,7 @@ class NoneAdapter(Adapter):
     name = "none"
     config_class = NoneConfig
     cacheable = False
+    unchanged = True
 
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module:
         return model

@@ -205,7 +205,9 @@ class Adapter(ABC):
       model: its own new parameters (codebooks, group vectors, factors ...), found by
       :func:`recoverable`. ``no_recovery`` says why an adapter cannot take recovery (it distills
       already, or replaces the whole model); :meth:`recovery_refusal` gives the reason the plan
-      refuses ``--recover`` with, generic ones included.
+      refuses ``--recover`` (and ``--pretrain``) with, generic ones included.
+    * ``unchanged``: True only for the baseline ``none``, the model as it is: nothing of it is
+      replaced, timed beside itself or recovered (``--pretrain`` pretrains its full table).
     * ``heads``: the task heads (:class:`~harness.suite.Head` kinds) it supports, for a method that
       builds the task model itself instead of replacing tables inside it (ADE's SAT classifier);
       None, the default, is any head. The plan refuses a suite with another head before any work.
@@ -235,6 +237,7 @@ class Adapter(ABC):
     heads: ClassVar[tuple[str, ...] | None] = None
     recovers: ClassVar[tuple[str, ...]] = ()
     no_recovery: ClassVar[str | None] = None
+    unchanged: ClassVar[bool] = False
 
     def __init__(self, config: Any | None = None):
         self.config = config if config is not None else self.config_class()
@@ -266,14 +269,19 @@ class Adapter(ABC):
 
     @classmethod
     def recovery_refusal(cls) -> str | None:
-        """Why this adapter cannot take recovery training; None when it can (it names ``recovers``)."""
+        """Why this adapter cannot take recovery training; None when it can (it names ``recovers``).
+        A method that replaced its table and left ``recovers`` out is told to declare it; "nothing of
+        it was replaced" is said of the baseline alone."""
         if cls.no_recovery:
             return cls.no_recovery
         if cls.stage == "after_finetune":
             return ("it acts after the suite's fine-tuning, on the fine-tuned model; recovery heals a replaced "
                     "table before it, against the unchanged model")
-        if not cls.recovers:
+        if cls.unchanged:
             return "it names no tensors to train (recovers is empty): nothing of it was replaced"
+        if not cls.recovers:
+            return ("its class declares no `recovers` yet, the names of the tensors in the embedding modules it builds "
+                    "that recovery may train (e.g. recovers = (\"codebooks\",)); declare them (docs/plugins.md)")
         return None
 
     @classmethod
@@ -291,17 +299,22 @@ class Adapter(ABC):
         return restore_modules(model, saved.modules, dict(derived), allowed)
 
     def apply(self, model: nn.Module, fit: FitContext) -> Applied:
-        """``compress`` plus the compression report (parameters and bytes counted before and after).
-        The pages of a table the adapter replaced are handed back (:mod:`harness.pages`), so the
-        process's resident memory falls by what the report says was removed."""
-        before = footprint(model)
-        vocab_before = getattr(model.get_input_embeddings(), "num_embeddings", None)
-        tables = [getattr(m, "weight", None) for m in (model.get_input_embeddings(), model.get_output_embeddings())]
-        out = self.compress(model, fit)
-        if not isinstance(out, Compressed):
-            out = Compressed(out)
-        pages.release_replaced([t for t in tables if isinstance(t, torch.Tensor)], out.model)
-        tokenizer = out.tokenizer if out.tokenizer is not None else fit.tokenizer
-        vocab_after = out.vocab_size if out.vocab_size is not None else vocab_before
-        report = CompressionReport.between(before, footprint(out.model), vocab_before, vocab_after, out.freed_slots)
-        return Applied(out.model, tokenizer, report, out.details)
+        """``compress`` plus the compression report (:func:`applied`)."""
+        return applied(model, fit, self.compress)
+
+
+def applied(model: nn.Module, fit: FitContext, compress: Callable[[nn.Module, FitContext], nn.Module | Compressed]) -> Applied:
+    """``compress(model, fit)`` plus the compression report (parameters and bytes counted before and
+    after). The pages of a table ``compress`` replaced are handed back (:mod:`harness.pages`), so the
+    process's resident memory falls by what the report says was removed."""
+    before = footprint(model)
+    vocab_before = getattr(model.get_input_embeddings(), "num_embeddings", None)
+    tables = [getattr(m, "weight", None) for m in (model.get_input_embeddings(), model.get_output_embeddings())]
+    out = compress(model, fit)
+    if not isinstance(out, Compressed):
+        out = Compressed(out)
+    pages.release_replaced([t for t in tables if isinstance(t, torch.Tensor)], out.model)
+    tokenizer = out.tokenizer if out.tokenizer is not None else fit.tokenizer
+    vocab_after = out.vocab_size if out.vocab_size is not None else vocab_before
+    report = CompressionReport.between(before, footprint(out.model), vocab_before, vocab_after, out.freed_slots)
+    return Applied(out.model, tokenizer, report, out.details)

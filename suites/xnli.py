@@ -42,12 +42,13 @@ from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure import chance
 from harness.sources.corpora import Text
-from harness.sources.data import DataSource, local_or_hub
+from harness.sources.data import Coverage, DataSource, local_or_hub
 from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, correctness, parallel, score_items
 
 LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 as in the HF xnli and multi_nli datasets
-SOURCES = {"dev": DataSource(("xnli/xnli.dev.tsv",), "facebook/xnli"), "test": DataSource(("xnli/xnli.test.tsv",), "facebook/xnli")}
+COVERAGE = Coverage("language", LANGUAGES, "XNLI languages")  # a release file holds all 15, checked when a run is planned
+SOURCES = {split: DataSource((f"xnli/xnli.{split}.tsv",), "facebook/xnli", covers=COVERAGE) for split in ("dev", "test")}
 MNLI = DataSource(
     ("multinli/multinli_1.0_train.jsonl",), "nyu-mll/multi_nli",
     where_from="MultiNLI 1.0 train, the paper profile's training data: multinli_1.0_train.jsonl from "

@@ -1,9 +1,13 @@
 """The house's structure, read from the code's own imports: no import cycles (lazy imports inside
-functions count too), and the contract modules depend on nothing above them."""
+functions count too), the contract modules depend on nothing above them, and the layers hold: the
+runner names no suite or adapter (it goes through the registries and the contracts), methods import
+neither the runner nor the private helpers of the model and data sources, and suites import no
+adapter (an adapter declares what a suite needs to know)."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,15 @@ ABOVE_CONTRACTS = ("harness.runner", "harness.cli", "harness.sweep", "harness.in
                    "harness.benchmarks", "harness.adapters", "harness.suites")
 
 
+# the layers: modules of the group on the left import nothing of the groups on the right
+FORBIDDEN = {
+    "harness.runner": ("harness.suites", "harness.adapters"),
+    "harness.methods": ("harness.runner",),
+    "harness.suites": ("harness.adapters",),
+}
+PRIVATE = {"harness.methods": "harness.sources"}  # modules of the left use no underscore name of the right
+
+
 def modules() -> dict[str, Path]:
     """Every module of the installed namespace, by dotted name, from pyproject's package map."""
     package_dir = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
@@ -28,21 +41,72 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def _package(path: Path, name: str) -> str:
+    return name if path.stem == "__init__" else name.rpartition(".")[0]
+
+
+def _base(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a ``from ... import`` reads from."""
+    base = node.module or ""
+    if node.level:
+        base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+    return base
+
+
 def imports(path: Path, name: str, known: set[str]) -> set[str]:
     """The project modules ``path`` imports anywhere in its body (``from pkg import mod`` names the module)."""
     found = set()
-    package = name if path.stem == "__init__" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            base = _base(node, _package(path, name))
             found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
     return {m for m in found if m in known and m != name}
 
 
+def within(module: str, groups: str | tuple[str, ...]) -> bool:
+    """``module`` is one of ``groups`` (packages) or inside one."""
+    return any(module == g or module.startswith(g + ".") for g in ((groups,) if isinstance(groups, str) else groups))
+
+
+def crossings(edges: dict[str, set[str]], group: str, banned: tuple[str, ...]) -> list[str]:
+    """The imports ``importer -> imported`` from modules of ``group`` into modules of ``banned``."""
+    return sorted(f"{m} -> {t}" for m, targets in edges.items() if within(m, group) for t in targets if within(t, banned))
+
+
+def private_names(source: str, package: str, known: set[str], owner: str) -> set[str]:
+    """The underscore names (dunders aside) that ``source``, a module of ``package``, takes from modules
+    of ``owner``: ``from owner.mod import _x``, and ``mod._x`` on a module it imported from there."""
+    tree = ast.parse(source)
+    private = lambda n: n.startswith("_") and not n.endswith("__")  # noqa: E731
+    found, bound = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):  # ``import a.b as x`` binds x to a.b; ``import a.b`` binds a
+            for a in node.names:
+                top = a.name.split(".")[0]
+                bound[a.asname or top] = a.name if a.asname else top
+        elif isinstance(node, ast.ImportFrom):
+            base = _base(node, package)
+            for a in node.names:
+                if f"{base}.{a.name}" in known:
+                    bound[a.asname or a.name] = f"{base}.{a.name}"
+                elif within(base, owner) and private(a.name):
+                    found.add(f"{base}.{a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            chain, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                chain.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                module = ".".join([bound[value.id], *chain])
+                if within(module, owner):
+                    found.add(f"{module}.{node.attr}")
+    return found
+
+
+@functools.lru_cache(maxsize=1)
 def graph() -> dict[str, set[str]]:
     mods = modules()
     return {name: imports(path, name, set(mods)) for name, path in mods.items()}
@@ -98,6 +162,44 @@ def test_cycle_finder_finds_a_cycle():
 def test_contracts_depend_on_nothing_above_them(contract):
     above = sorted(m for m in graph()[contract] if m.startswith(ABOVE_CONTRACTS))
     assert above == [], f"{contract} imports {above}"
+
+
+@pytest.mark.parametrize("group", FORBIDDEN)
+def test_the_layers_hold(group):
+    assert crossings(graph(), group, FORBIDDEN[group]) == []
+
+
+def test_the_crossing_finder_finds_a_crossing():
+    edges = {"harness.runner.plan": {"harness.suites.xnli", "harness.adapter"}, "harness.runners": {"harness.suites.glue"},
+             "harness.runner.stages.fit": {"harness.adapters"}}
+    assert crossings(edges, "harness.runner", ("harness.suites", "harness.adapters")) == [
+        "harness.runner.plan -> harness.suites.xnli", "harness.runner.stages.fit -> harness.adapters"]
+
+
+@pytest.mark.parametrize("group", PRIVATE)
+def test_no_private_names_across_layers(group):
+    mods = modules()
+    found = {m: private_names(path.read_text(encoding="utf-8"), _package(path, m), set(mods), PRIVATE[group])
+             for m, path in mods.items() if within(m, group)}
+    assert {m: sorted(names) for m, names in found.items() if names} == {}
+
+
+def test_the_private_name_finder_finds_both_forms():
+    known = {"harness.sources", "harness.sources.models", "harness.sources.data", "harness.methods.kmeans"}
+    source = """
+from harness.sources import models
+from harness.sources.data import _local_paths, revisions
+import harness.sources.data
+import harness.sources.models as m
+from . import kmeans
+
+models._convert_once("x", print)
+harness.sources.data._missing(None, None)
+m._offline(), m.cache_dir(), models.__name__, kmeans._private()
+"""
+    assert private_names(source, "harness.methods", known, "harness.sources") == {
+        "harness.sources.data._local_paths", "harness.sources.models._convert_once", "harness.sources.data._missing",
+        "harness.sources.models._offline"}
 
 
 PROBES = ("isinstance", "issubclass", "type", "hasattr", "getattr")

@@ -29,6 +29,7 @@ from harness.runner import fitcache, saved
 from harness.runner.export import export
 from harness.runner.plan import RunRequest, plan
 from harness.runner.run import execute
+from harness.runner.stages import pretrain as stage
 from harness.sources import models
 
 STEPS = 2
@@ -59,19 +60,35 @@ def test_one_budget_for_every_arm_in_the_identity_and_kept_by_the_baseline(encod
     post_hoc, control = plan(_request(encoder, "random", None)), plan(_request(encoder, "full", 0))
     assert "pretraining" not in post_hoc.spec.recipe and control.spec.recipe["pretraining"]["steps"] == 0
     assert len({p.spec.config_hash for p in (post_hoc, control, plans["full"], plans["random"])}) == 4
-    # the suite builds the task model from the small encoder; the run keeps the source's name and revision
-    assert AutoConfig.from_pretrained(plans["full"].model_ref.location).num_hidden_layers == 1
+    # the run keeps the source's name and revision; the pretrain stage builds the small encoder from it
     assert plans["full"].spec.model == str(encoder) and plans["full"].spec.model_revision == post_hoc.spec.model_revision
-    key = fitcache.key(plans["random"].spec, plans["random"].adapter, pretrain.BACKBONE, "")
-    assert key["pretraining"] == recipes[0] and key["head"] == {"kind": "base", "labels": ()}
-    assert plans["random"].adapter.key == key and plans["random"].adapter.name == "ksub"
+    assert plans["random"].stages == ("pretrain", "fit", "train", "score") and post_hoc.stages == ("fit", "train", "score")
+    key = fitcache.key(plans["random"].spec, plans["random"].adapter, stage.BACKBONE, "")
+    assert key["pretraining"] == recipes[0] and key["head"] == {"kind": "base", "labels": ()} and key["adapter"] == "ksub"
+
+
+def test_planning_writes_no_model_the_stage_writes_the_small_encoder_once(encoder, tmp_path, monkeypatch):
+    """Planning stays cheap: the small encoder from scratch is written by the pretrain stage, when the
+    run first loads a task model, and a second load reads it back."""
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    p = plan(_request(encoder, "random"))
+    assert not (tmp_path / "models").exists() and p.model_ref.location == str(encoder.resolve())
+    source = stage.source(p.model_ref, p.spec.recipe["pretraining"])
+    written = Path(source.location)
+    assert [f.name for f in (tmp_path / "models").iterdir()] == [written.name] and written.name.startswith("scratch-")
+    assert AutoConfig.from_pretrained(written).num_hidden_layers == 1
+    assert (source.name, source.revision, source.kind) == (p.model_ref.name, p.model_ref.revision, "encoder")
+    stamp = (written / "model.safetensors").stat().st_mtime_ns
+    assert stage.source(p.model_ref, p.spec.recipe["pretraining"]) == source
+    assert (written / "model.safetensors").stat().st_mtime_ns == stamp
 
 
 def test_the_minilm_encoder_keeps_its_width_and_vocabulary(minilm_ref):
     p = plan(RunRequest("glue", "ksub", "minilm", "smoke", settings=("tasks=sst2",), device="cpu", pretrain=STEPS))
-    config = AutoConfig.from_pretrained(p.model_ref.location)
+    source = stage.source(p.model_ref, p.spec.recipe["pretraining"])
+    config = AutoConfig.from_pretrained(source.location)
     assert (config.num_hidden_layers, config.hidden_size, config.vocab_size) == (1, 384, 30522)
-    assert p.model_ref.pooling == minilm_ref.pooling == "mean"  # the task model is built as MiniLM's is
+    assert source.pooling == minilm_ref.pooling == "mean"  # the task model is built as MiniLM's is
 
 
 @pytest.mark.parametrize("request_kw, message", [
@@ -171,8 +188,9 @@ def test_the_pretrained_model_is_reused_by_a_rerun_and_by_another_task(arms, enc
     assert [s.value for s in again.scores] == [s.value for s in runs["random"].scores]
     other = plan(RunRequest("glue", "ksub", str(encoder), "smoke", settings=("tasks=rte",), device="cpu", pretrain=STEPS))
     task = other.suite.tasks(other.suite_config)[0]
-    model, tokenizer = models.load(other.model_ref, task.head)
-    applied = other.adapter.apply(model, FitContext(profile="smoke", seed=0, tokenizer=tokenizer, budget=other.adapter_budget))
+    model, tokenizer = models.load(stage.source(other.model_ref, other.spec.recipe["pretraining"]), task.head)
+    fit = FitContext(profile="smoke", seed=0, tokenizer=tokenizer, budget=other.adapter_budget)
+    applied = stage.pretrained(other.adapter, other.spec, other.data_dir, model, fit)
     assert applied.details["pretrained_model_cache"]["reused"]  # another head, the same pretrained backbone
 
 
@@ -200,10 +218,10 @@ def test_pretraining_is_deterministic(encoder, monkeypatch, tmp_path):
     """Two pretrainings of the same spec, the cache off, give the same weights."""
     monkeypatch.setenv("HARNESS_FIT_CACHE", "off")
     p = plan(_request(encoder, "random"))
-    config = AutoConfig.from_pretrained(p.model_ref.location)
-    fit = FitContext(profile="smoke", seed=0, workdir=tmp_path, tokenizer=AutoTokenizer.from_pretrained(p.model_ref.location),
-                     budget=p.adapter_budget)
-    first, second = (p.adapter.pretrain(config, fit).model.state_dict() for _ in range(2))
+    source = stage.source(p.model_ref, p.spec.recipe["pretraining"]).location
+    config, settings = AutoConfig.from_pretrained(source), p.spec.recipe["pretraining"]
+    fit = FitContext(profile="smoke", seed=0, workdir=tmp_path, tokenizer=AutoTokenizer.from_pretrained(source), budget=p.adapter_budget)
+    first, second = (pretrain.backbone(p.adapter, config, p.spec.model, settings, p.data_dir, fit).model.state_dict() for _ in range(2))
     assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
 
 

@@ -9,6 +9,7 @@ have, ``--model DIR``), on the smoke ``bpb`` suite."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -76,17 +77,21 @@ def test_adapters_that_cannot_recover_are_refused_with_their_reason(decoder, ada
 
 def test_a_method_that_declares_no_recovers_is_told_to_declare_it(decoder):
     """A plugin that replaced the table but left out ``recovers`` is refused for that reason, not with
-    "nothing of it was replaced" (true of the baseline only)."""
+    "nothing of it was replaced" (true of the baseline only), by recovery and pretraining alike."""
     from harness.adapters.asg import AsgAdapter
-    from harness.runner.plan import recovery
+    from harness.runner.stages import pretrain, recover
 
     class Undeclared(AsgAdapter):  # replaces the table as ASG does, says nothing of what recovery may train
         name = "undeclared"
         recovers = ()
 
-    with pytest.raises(ConfigError, match="adapter 'undeclared' cannot take --recover yet: its class declares no `recovers`") as err:
-        recovery(_request(decoder, 5), Undeclared(), False)
-    assert "nothing of it was replaced" not in str(err.value)
+    with pytest.raises(ConfigError, match="adapter 'undeclared' cannot take --recover: its class declares no `recovers` yet") as err:
+        recover.recipe(5, False, Undeclared(), "smoke", False, None)
+    assert "nothing of it was replaced" not in str(err.value) and "docs/plugins.md" in str(err.value)
+    assert "nothing of it was replaced" in ADAPTERS.get("none").recovery_refusal()
+    p = plan(_request(decoder))
+    with pytest.raises(ConfigError, match="adapter 'undeclared' cannot be pretrained with: its class declares no `recovers` yet"):
+        pretrain.recipe(5, "smoke", Undeclared(), dataclasses.replace(p.model_ref, kind="encoder"), None, False, None)
 
 
 def test_recovery_is_estimated_from_a_measured_step_and_capped(decoder):

@@ -7,8 +7,9 @@ STEPS`` puts any suite run in that regime:
 
 1. The model source (``--model``) is cut to a small encoder: its configuration with the budget's
    layers and feed-forward width (hidden size, heads, vocabulary and tokenizer kept), saved once
-   with weights from scratch (:func:`skeleton`). The suite's model loader builds the task model from
-   it, so the run's unchanged-model timing and compression report are the small encoder's.
+   with weights from scratch (:func:`skeleton`) when the run first loads a task model. The suite's
+   model loader builds the task model from it, so the run's unchanged-model timing and compression
+   report are the small encoder's.
 2. A masked-LM model of that configuration is built from scratch (seeded); the model source's
    *pretrained* input table is copied into it and the adapter is fitted on it, so allocations read
    pretrained vectors (paper 001 Algorithm 2 clusters "embeddings of pretrained network"), and a
@@ -29,9 +30,10 @@ STEPS`` puts any suite run in that regime:
 
 ``--pretrain 0`` is the no-pretraining control: the same encoder from scratch, fine-tuned only.
 The steps, budget, architecture, corpora (sha256) and this module's code fingerprint are the run's
-``recipe["pretraining"]``: part of its identity and of the fit-cache key, and kept by its baseline,
-so a method's %Base is against the full table pretrained with the same budget. The pretrained
-backbone is cached apart from any task head (:data:`BACKBONE`), so every suite and task reuses it.
+``recipe["pretraining"]`` (:func:`recipe`): part of its identity and of the fit-cache key, and kept
+by its baseline, so a method's %Base is against the full table pretrained with the same budget. The
+runner's pretrain stage (:mod:`harness.runner.stages.pretrain`) plans it, writes the small encoder
+and caches the pretrained backbone apart from any task head, so every suite and task reuses it.
 
 The method takes the adapters that can take ``--recover`` (their trainable tensors are new ones
 inside the token-embedding modules: asg, sg, ksub, lowrank, quant) and ``none`` (the full table).
@@ -39,7 +41,6 @@ inside the token-embedding modules: asg, sg, ksub, lowrank, quant) and ``none`` 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import hashlib
@@ -55,20 +56,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.adapter import Adapter, Applied, Compressed, FitContext, ProgressFn, no_progress
+from harness.adapter import Adapter, Applied, FitContext, ProgressFn, no_progress
 from harness.errors import ConfigError, TrainingError
 from harness.methods import recover
 from harness.results.fingerprint import module_fingerprint
-from harness.results.records import RunSpec
-from harness.runner import fitcache
 from harness.sources import corpora, models
-from harness.sources.heads import Head
 
 CORPORA = recover.CORPORA
 """The fit corpora the masked-LM reads, interleaved text by text."""
-
-BACKBONE = Head("base")
-"""The pretrained model's fit-cache entry has no task head: every suite and task reuses it."""
 
 CURVE_POINTS = 50
 """At most this many points of the loss curve are kept in the run's details."""
@@ -109,24 +104,12 @@ def budget(profile: str) -> PretrainBudget:
     return BUDGETS[profile]
 
 
-def settings(steps: int | None, profile: str, adapter: Adapter, ref: models.ModelRef, config: Any, recovery: bool) -> dict[str, Any] | None:
-    """The run's ``recipe["pretraining"]`` (None without ``--pretrain``), or a ConfigError naming what
-    cannot be pretrained: negative steps, recovery on top, a decoder, an adapter whose tensors are not
-    new ones of its table, the paper profile."""
-    if steps is None:
-        return None
-    if steps < 0:
-        raise ConfigError(f"--pretrain {steps} must be a number of steps, or 0 for the same encoder not pretrained (the control)")
-    if recovery:
-        raise ConfigError("--pretrain trains the whole encoder from scratch, so --recover (toward the unchanged model) does not apply; drop one")
-    if ref.kind != "encoder":
-        raise ConfigError(f"--pretrain pretrains an encoder with masked-language modelling; '{ref.name}' is a {ref.kind}")
-    refusal = adapter.recovery_refusal() if adapter.name != "none" else None
-    if refusal:
-        raise ConfigError(f"adapter '{adapter.name}' cannot be pretrained with: {refusal}; --pretrain takes none and the table replacements")
+def recipe(steps: int, profile: str, hidden: int, heads: int) -> dict[str, Any]:
+    """The run's ``recipe["pretraining"]``: the steps, the small encoder's architecture (the profile's
+    layers and feed-forward width, the source's ``hidden`` size and ``heads``), the rest of the
+    profile's budget, the corpora and this module's code fingerprint (what decides the backbone)."""
     chosen = budget(profile)
-    architecture = {"layers": chosen.layers, "hidden": config.hidden_size, "heads": config.num_attention_heads,
-                    "intermediate": chosen.intermediate}
+    architecture = {"layers": chosen.layers, "hidden": hidden, "heads": heads, "intermediate": chosen.intermediate}
     training = {k: v for k, v in dataclasses.asdict(chosen).items() if k not in ("layers", "intermediate")}
     return {"steps": steps, "corpora": list(CORPORA), "architecture": architecture, **training, "code": module_fingerprint(__name__)}
 
@@ -147,7 +130,7 @@ def skeleton(ref: models.ModelRef, architecture: Mapping[str, int]) -> models.Mo
             AutoModel.from_config(config).save_pretrained(folder)
         AutoTokenizer.from_pretrained(ref.location).save_pretrained(folder)
 
-    location = models._convert_once(f"scratch-{digest}", write)
+    location = models.convert_once(f"scratch-{digest}", write)
     return dataclasses.replace(ref, location=str(location))
 
 
@@ -247,48 +230,27 @@ def attach(backbone: nn.Module, model: nn.Module) -> None:
         setattr(target, name, child)
 
 
-class Pretrained(Adapter):
-    """``inner`` in the pretraining regime (see the module docstring): its ``compress`` gives the task
-    model the backbone pretrained with ``inner``'s table. Named as ``inner`` (the run is ``inner``'s)."""
+def backbone(adapter: Adapter, config: Any, source: str, recipe: Mapping[str, Any], data_dir: Path | None,
+             fit: FitContext) -> Applied:
+    """The backbone of ``config`` (the task model's, pooler included) with ``adapter``'s table, built
+    from scratch and pretrained inside a masked-LM model whose decoder is tied to its table (steps 2
+    to 4 of the module docstring); ``source`` names the model whose pretrained table the adapter fits on."""
+    from transformers import AutoModel, AutoModelForMaskedLM
 
-    def __init__(self, inner: Adapter, spec: RunSpec, data_dir: Path | None):
-        super().__init__(inner.config)
-        self.inner, self.recipe, self.data_dir, self.source = inner, spec.recipe["pretraining"], data_dir, spec.model
-        self.name, self.budgets = inner.name, inner.budgets
-        self.key = fitcache.key(spec, inner, BACKBONE, "")
-
-    def corpora(self) -> tuple[str, ...]:
-        return self.inner.corpora()
-
-    def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
-        pretrained, info = fitcache.fitted(self.key, lambda: self.pretrain(copy.deepcopy(model.config), fit))
-        attach(pretrained.model, model)
-        return Compressed(model, details={**pretrained.details, "pretrained_model_cache": dataclasses.asdict(info)})
-
-    def pretrain(self, config: Any, fit: FitContext) -> Applied:
-        """The backbone of ``config`` (the suite's, pooler included) with ``inner``'s table, from scratch,
-        pretrained inside a masked-LM model whose decoder is tied to its table."""
-        from transformers import AutoModel, AutoModelForMaskedLM
-
-        with torch.random.fork_rng():
-            torch.manual_seed(fit.seed)
-            mlm = AutoModelForMaskedLM.from_config(config)
-            setattr(mlm, mlm.base_model_prefix, AutoModel.from_config(config))
-        mlm.get_output_embeddings().weight = mlm.get_input_embeddings().weight
-        table = AutoModel.from_pretrained(models.resolve(self.source).location).get_input_embeddings().weight
-        with torch.no_grad():
-            mlm.get_input_embeddings().weight.copy_(table)  # what the allocation reads (tied: the decoder too)
-        applied = self.inner.apply(mlm, fit)
-        values = from_scratch(applied.model, config.initializer_range, fit.seed)
-        done: dict[str, Any] = {"steps": 0, "tokens": 0}
-        if self.recipe["steps"]:
-            texts = recover.fit_texts({name: corpora.load(name, self.data_dir).plain() for name in self.recipe["corpora"]})
-            done = masked_lm(applied.model.to(fit.device), fit.tokenizer, texts, self.recipe, fit.seed, fit.device,
-                             fit.workdir or Path("."), fit.progress)
-        return dataclasses.replace(applied, model=getattr(applied.model, mlm.base_model_prefix),
-                                   details={**applied.details, "pretraining": {**done, "initialised_values": values}})
-
-
-def stage(adapter: Adapter, spec: RunSpec, data_dir: Path | None) -> Adapter:
-    """``adapter`` as the run applies it: in the pretraining regime when the recipe says so."""
-    return Pretrained(adapter, spec, data_dir) if "pretraining" in spec.recipe else adapter
+    with torch.random.fork_rng():
+        torch.manual_seed(fit.seed)
+        mlm = AutoModelForMaskedLM.from_config(config)
+        setattr(mlm, mlm.base_model_prefix, AutoModel.from_config(config))
+    mlm.get_output_embeddings().weight = mlm.get_input_embeddings().weight
+    table = AutoModel.from_pretrained(models.resolve(source).location).get_input_embeddings().weight
+    with torch.no_grad():
+        mlm.get_input_embeddings().weight.copy_(table)  # what the allocation reads (tied: the decoder too)
+    applied = adapter.apply(mlm, fit)
+    values = from_scratch(applied.model, config.initializer_range, fit.seed)
+    done: dict[str, Any] = {"steps": 0, "tokens": 0}
+    if recipe["steps"]:
+        texts = recover.fit_texts({name: corpora.load(name, data_dir).plain() for name in recipe["corpora"]})
+        done = masked_lm(applied.model.to(fit.device), fit.tokenizer, texts, recipe, fit.seed, fit.device,
+                         fit.workdir or Path("."), fit.progress)
+    return dataclasses.replace(applied, model=getattr(applied.model, mlm.base_model_prefix),
+                               details={**applied.details, "pretraining": {**done, "initialised_values": values}})

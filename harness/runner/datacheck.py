@@ -3,43 +3,20 @@
 :func:`harness.sources.data.revisions` checks that each declared file is there, and a suite's reader
 checks each row; neither sees a file cut to the whole rows of some languages. XNLI's test TSV with 4
 of its 15 languages reads without an error and then scores nothing in the other 11 (an ``IndexError``
-after fine-tuning). A :class:`Coverage` names, for a release file as suites declare it in their
-:class:`~harness.sources.data.DataSource`, a column whose expected values must all occur; the plan
-checks every local file the run will read, before any model loads. The expected values are the
-suites' own declared data (XNLI's ``LANGUAGES``), read here, so no suite module changes for the check.
+after fine-tuning). A :class:`~harness.sources.data.DataSource` that can be cut so declares its
+:class:`~harness.sources.data.Coverage` (the column and the values every local file holds: XNLI's
+``language`` and its 15 languages); the plan checks every local file the run will read against it,
+before any model loads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
 from harness.errors import DataError
-from harness.sources.data import DataSource
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """Every value of ``expected`` occurs in ``column`` of the tab-separated release file ``file``."""
-
-    file: str                   # as a DataSource declares it (relative to the data directory)
-    column: str                 # the header of the column
-    expected: tuple[str, ...]   # what the release holds, in its order
-    what: str                   # what the values are, for the message ("XNLI languages")
-
-
-@lru_cache(maxsize=1)
-def coverages() -> dict[str, Coverage]:
-    """The release files with a column to cover, by declared file: XNLI dev and test (read by the
-    xnli, tokenizer and lm_eval suites), each with the 15 languages of ``harness.suites.xnli``."""
-    from harness.suites import xnli
-
-    return {
-        source.files[0]: Coverage(source.files[0], "language", xnli.LANGUAGES, "XNLI languages")
-        for source in xnli.SOURCES.values()
-    }
+from harness.sources.data import Coverage, DataSource
 
 
 def check(root: Path | None, sources: Iterable[DataSource]) -> None:
@@ -48,20 +25,23 @@ def check(root: Path | None, sources: Iterable[DataSource]) -> None:
     if root is None:
         return
     for source in sources:
-        for name in source.files:
-            cover, path = coverages().get(name), root / name
-            if cover is None or not path.is_file():
-                continue
-            stat = path.stat()
-            found = _values(path, cover.column, stat.st_size, stat.st_mtime_ns)
-            missing = [v for v in cover.expected if v not in found] if found is not None else []
-            # a file with other values, or malformed, gets the suite reader's message, which names the line
-            if missing and found <= set(cover.expected) and _well_formed(path):
-                raise DataError(
-                    f"{path} holds {len(cover.expected) - len(missing)} of the {len(cover.expected)} {cover.what} "
-                    f"(found {', '.join(sorted(found)) or 'none'}; expected {', '.join(cover.expected)}; missing "
-                    f"{', '.join(missing)}); restore the whole release file"
-                )
+        paths = [root / name for name in source.files] if source.covers is not None else []
+        for path in paths:
+            if path.is_file():
+                _check(path, source.covers)
+
+
+def _check(path: Path, cover: Coverage) -> None:
+    stat = path.stat()
+    found = _values(path, cover.column, stat.st_size, stat.st_mtime_ns)
+    missing = [v for v in cover.expected if v not in found] if found is not None else []
+    # a file with other values, or malformed, gets the suite reader's message, which names the line
+    if missing and found <= set(cover.expected) and _well_formed(path):
+        raise DataError(
+            f"{path} holds {len(cover.expected) - len(missing)} of the {len(cover.expected)} {cover.what} "
+            f"(found {', '.join(sorted(found)) or 'none'}; expected {', '.join(cover.expected)}; missing "
+            f"{', '.join(missing)}); restore the whole release file"
+        )
 
 
 @lru_cache(maxsize=16)

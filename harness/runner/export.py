@@ -29,7 +29,7 @@ from harness.runner.plan import Plan, RunRequest, plan
 from harness.registry import ADAPTERS, SUITES
 from harness.results.records import RunRecord, RunSpec
 from harness.results.store import Store
-from harness.sources import corpora, models
+from harness.sources import corpora
 
 
 def _text(value) -> str:
@@ -61,10 +61,11 @@ def fitted_model(p: Plan, progress: ProgressFn = no_progress):
             )
         return hit[0], fitcache.FitInfo(True, hit[1])
     set_seed(p.spec.seed)
-    model, tokenizer = models.load(p.model_ref, task.head)
-    data = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget) if corpora.TASK_TRAIN in p.adapter.corpora() else None
     with tempfile.TemporaryDirectory(prefix="harness-export-") as workdir:
-        return Pipeline(p, p.spec, p.adapter, Path(workdir), progress).fit(model, tokenizer, task, data)
+        pipeline = Pipeline(p, p.spec, p.adapter, Path(workdir), progress)
+        model, tokenizer = pipeline.load(task)
+        data = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget) if corpora.TASK_TRAIN in p.adapter.corpora() else None
+        return pipeline.fit(model, tokenizer, task, data)
 
 
 def model_card(rec: RunRecord, applied, info: fitcache.FitInfo) -> str:

@@ -1,12 +1,16 @@
-"""One run's pipeline, the same for every suite and method. Per task of the suite::
+"""One run's pipeline, the same for every suite and method: it runs the run's stages
+(:mod:`harness.runner.stages`). Per task of the suite::
 
     model for the task's head -> adapter (before_finetune) [-> recovery] -> efficiency -> suite.train
         -> adapter (after_finetune) -> suite.score
 
-With ``--recover STEPS`` (``recipe["recovery"]``) the fitted model is trained toward a frozen copy of
-the unchanged model before anything measures it (:mod:`harness.methods.recover`); the fit cache
+With ``--recover STEPS`` (stage ``recover``) the fitted model is trained toward a frozen copy of the
+unchanged model before anything measures it (:mod:`harness.runner.stages.recover`); the fit cache
 keeps the fit before recovery (the post-hoc run's) and the recovered model, and the fit details say
-what recovery did (``recovery``).
+what recovery did (``recovery``). With ``--pretrain STEPS`` (stage ``pretrain``) the task models
+are built from the small encoder the stage writes on first use, and the adapter acts inside its
+pretraining: the fit puts the backbone pretrained with the adapter's table into the task model
+(:mod:`harness.runner.stages.pretrain`).
 
 The adapter is fitted once per run where it can be: for later tasks of a multi-task suite (GLUE),
 a ``before_finetune`` adapter's compressed backbone is copied into the new task's model (the
@@ -34,8 +38,8 @@ from typing import Any
 from torch import nn
 from transformers import set_seed
 
-from harness.methods import recover
-from harness.runner import fitcache
+from harness.runner import fitcache, stages
+from harness.runner.stages import pretrain, recover
 from harness.adapter import Adapter, Applied, FitContext, ProgressFn
 from harness.measure.efficiency import measure
 from harness.runner.plan import Plan
@@ -69,6 +73,7 @@ class Pipeline:
 
     def __init__(self, p: Plan, spec: RunSpec, adapter: Adapter, workdir: Path, progress: ProgressFn):
         self.p, self.spec, self.adapter, self.workdir, self.progress = p, spec, adapter, workdir, progress
+        self.stages = stages.of(spec.recipe)
         self.out = Produced()
         self.tokenizer: Any = None       # the tokenizer after the adapter (a changed one, or the base one)
         self.backbone: nn.Module | None = None  # the first compressed model, for later tasks' backbones
@@ -111,7 +116,7 @@ class Pipeline:
     def _model_for(self, task: Task, index: int, keep_backbone: bool, data: SuiteData) -> tuple[nn.Module, Any]:
         """The task's model, compressed when the adapter acts before fine-tuning."""
         set_seed(self.spec.seed)
-        model, tokenizer = self._timed("load model", lambda: models.load(self.p.model_ref, task.head))
+        model, tokenizer = self._timed("load model", lambda: self.load(task))
         if self.adapter.stage == "after_finetune":
             return model, tokenizer
         if index > 0 and _transplant(self.backbone, model):
@@ -121,10 +126,18 @@ class Pipeline:
             self.backbone = copy.deepcopy(model)
         return model, tokenizer
 
+    def load(self, task: Task) -> tuple[nn.Module, Any]:
+        """The task's model and tokenizer from the run's model source: in the pretraining regime the
+        small encoder the pretrain stage writes on first use."""
+        source = self.p.model_ref
+        if "pretrain" in self.stages:
+            source = pretrain.source(source, self.spec.recipe["pretraining"])
+        return models.load(source, task.head)
+
     def _act(self, model: nn.Module, tokenizer: Any, task: Task, data: SuiteData) -> tuple[nn.Module, Any]:
         """Apply the adapter; the first time, also record its report and time the model beside a copy."""
         first = self.out.compression is None
-        base = copy.deepcopy(model) if first and self.adapter.name != "none" else None
+        base = copy.deepcopy(model) if first and not self.adapter.unchanged else None
         self.progress("fit adapter", 0, 1)
         applied, cached = self.fit(model, tokenizer, task, data)
         seconds = cached.load_seconds if cached.reused else cached.fit_seconds
@@ -148,31 +161,28 @@ class Pipeline:
 
         def fit() -> Applied:
             teacher = copy.deepcopy(model).eval().requires_grad_(False) if self.adapter.needs_teacher else None
-            return self.adapter.apply(model, FitContext(
+            context = FitContext(
                 profile=self.spec.profile, seed=self.spec.seed, device=self.p.device, workdir=self.workdir / "fit",
                 tokenizer=tokenizer, corpora=self._fit_corpora(task, data), budget=self.p.adapter_budget, teacher=teacher,
                 progress=self.progress,
-            ))
+            )
+            if "pretrain" in self.stages:
+                return pretrain.pretrained(self.adapter, self.spec, self.p.data_dir, model, context)
+            return self.adapter.apply(model, context)
 
         key = functools.partial(fitcache.key, self.spec, self.adapter, task.head, task.name)
-        settings = self.spec.recipe.get("recovery")
-        if settings is None:
-            return fitcache.fitted(key(), fit, self.adapter.cacheable)
+        # a task model with a pretrained backbone is kept, even the full table's (the baseline's)
+        cacheable = self.adapter.cacheable or "pretrain" in self.stages
+        if "recover" not in self.stages:
+            return fitcache.fitted(key(), fit, cacheable)
 
         def recovered() -> Applied:
             teacher = copy.deepcopy(model).eval().requires_grad_(False)  # the unchanged model
-            applied, _ = fitcache.fitted(key(recovery=False), fit, self.adapter.cacheable)
-            return self._recover(applied, teacher, tokenizer, settings)
+            applied, _ = fitcache.fitted(key(recovery=False), fit, cacheable)
+            return recover.recovered(applied, teacher, tokenizer, self.adapter, self.spec, self.p.model_ref.kind,
+                                     self.p.data_dir, self.p.device, self.progress)
 
-        return fitcache.fitted(key(), recovered, self.adapter.cacheable)
-
-    def _recover(self, applied: Applied, teacher: nn.Module, tokenizer: Any, settings: dict[str, Any]) -> Applied:
-        """Recovery training of the fitted model toward the unchanged one (:mod:`harness.methods.recover`);
-        what it did goes into the fit details as ``recovery``."""
-        texts = recover.fit_texts({name: corpora.load(name, self.p.data_dir).plain() for name in settings["corpora"]})
-        model, done = recover.recover(applied.model.to(self.p.device), teacher.to(self.p.device), tokenizer, self.p.model_ref.kind,
-                                      self.adapter.recovers, texts, settings, self.spec.seed, self.progress)
-        return dataclasses.replace(applied, model=model, details={**applied.details, "recovery": done})
+        return fitcache.fitted(key(), recovered, cacheable)
 
     def _fit_corpora(self, task: Task, data: SuiteData | None) -> dict[str, corpora.Corpus]:
         """The declared corpora: read once from the data directory; ``task_train`` from the suite, per task."""

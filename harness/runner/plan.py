@@ -1,12 +1,12 @@
 """Planning a run: validate the whole request cheaply, before any model loads or data is read.
 
 A plan builds the suite and adapter from their registries and ``--set`` values, resolves the model,
-checks the adapter against the model's table, picks both budgets from their tables (and with
-``--recover`` the recovery budget and its corpora's sha256, kept in the recipe as ``recovery``), and
-checks the data the run will read (the suite's files and the fit corpora: presence and sha256,
-cached by size and mtime; release files cut to some of their languages: :mod:`harness.runner.datacheck`).
-With ``--pretrain`` the recipe gets ``pretraining``, the model source is the small encoder it
-pretrains, and the adapter is applied inside the pretraining stage (:mod:`harness.methods.pretrain`).
+checks the adapter against the model's table, picks both budgets from their tables, checks the data
+the run will read (the suite's files and the fit corpora: presence and sha256, cached by size and
+mtime; release files cut to some of their languages: :mod:`harness.runner.datacheck`) and records
+the run's stages (:mod:`harness.runner.stages`): with ``--recover`` or ``--pretrain`` the stage's
+module validates the request and gives its recipe entry (``recovery``, ``pretraining``), corpora's
+sha256 included; the pipeline runs the stage, and planning builds and writes no model.
 The data revisions and the code fingerprint (:mod:`harness.results.fingerprint`) go into the run's identity, so a finished run is reused only for the same data and the same scoring
 code; missing data is an error even when a finished run exists.
 """
@@ -22,8 +22,8 @@ from harness.adapter import Adapter
 from harness.budgets import PROFILES, is_large
 from harness.config import as_dict, build_config, config_fields, parse_assignments
 from harness.errors import ConfigError, UnknownNameError, did_you_mean
-from harness.methods import pretrain, recover
-from harness.runner import datacheck
+from harness.runner import datacheck, stages
+from harness.runner.stages import pretrain, recover
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint
 from harness.results.records import RunSpec
@@ -49,25 +49,26 @@ class RunRequest:
     data_dir: str | None = None
     device: str = "auto"
     force: bool = False
-    recover: int = 0             # recovery training steps after the adapter's fit (harness.methods.recover); 0 = off
+    recover: int = 0             # recovery training steps after the adapter's fit (harness.runner.stages.recover); 0 = off
     recover_lora: bool = False   # recovery also trains LoRA on the top layers
-    pretrain: int | None = None  # masked-LM steps of a small encoder from scratch with the method's table (harness.methods.pretrain); 0 = not pretrained; None = off
+    pretrain: int | None = None  # masked-LM steps of a small encoder from scratch with the method's table (harness.runner.stages.pretrain); 0 = not pretrained; None = off
 
 
 @dataclass(frozen=True)
 class Plan:
-    """A validated request: components built, model resolved, budgets chosen, data checked, spec fixed."""
+    """A validated request: components built, model resolved, budgets chosen, data checked, spec and stages fixed."""
 
     suite: Suite
     suite_config: Any
     suite_budget: Any
     adapter: Adapter
     adapter_budget: Any
-    model_ref: models.ModelRef
+    model_ref: models.ModelRef   # the model source as resolved (the pretrain stage builds its small encoder from it)
     spec: RunSpec
     data_dir: Path | None
     device: str
     force: bool
+    stages: tuple[str, ...]      # the requested run's stages, in order (harness.runner.stages)
 
 
 def _split_settings(pairs: dict[str, str], adapter_cls: type[Adapter], suite: Suite) -> tuple[dict, dict]:
@@ -85,35 +86,6 @@ def _split_settings(pairs: dict[str, str], adapter_cls: type[Adapter], suite: Su
             hint = did_you_mean(bare, [*a_fields, *s_fields])
             raise ConfigError(f"--set {key} is not a setting of adapter '{adapter_cls.name}' or suite '{suite.name}'; {hint}valid keys: {valid}")
     return to_adapter, to_suite
-
-
-def recovery(request: RunRequest, adapter: Adapter, large: bool) -> dict[str, Any] | None:
-    """The run's ``recipe["recovery"]`` (None when off); an adapter that cannot take it is refused with its reason."""
-    if request.recover < 0:
-        raise ConfigError(f"--recover {request.recover} must be 0 (off) or a number of training steps, e.g. --recover 100")
-    if not request.recover:
-        if request.recover_lora:
-            raise ConfigError("--recover-lora adds LoRA to recovery training; give the steps too, e.g. --recover 100")
-        return None
-    if _undeclared_recovery(adapter):
-        raise ConfigError(
-            f"adapter '{adapter.name}' cannot take --recover yet: its class declares no `recovers`, the names of the tensors "
-            "in the embedding modules it builds that recovery may train (e.g. recovers = (\"codebooks\",)); declare them "
-            "(docs/plugins.md) or run it without --recover"
-        )
-    refusal = adapter.recovery_refusal()
-    if refusal:
-        raise ConfigError(f"adapter '{adapter.name}' cannot take --recover: {refusal}; run it without --recover")
-    return recover.recipe(request.recover, request.recover_lora, recover.BUDGETS.select(request.profile, large))
-
-
-def _undeclared_recovery(adapter: Adapter) -> bool:
-    """True for a method that could take recovery but does not say what to train: no ``recovers``, no
-    ``no_recovery`` reason, acting before fine-tuning. :meth:`Adapter.recovery_refusal` answers this case
-    "nothing of it was replaced", true only of the baseline ``none``; a plugin that replaced the table
-    and left ``recovers`` out needs the declaration, not that reason."""
-    return (adapter.name != "none" and not adapter.recovers and adapter.no_recovery is None
-            and adapter.stage == "before_finetune")
 
 
 def check_seed(seed: int, option: str = "--seed") -> None:
@@ -185,15 +157,15 @@ def plan(request: RunRequest) -> Plan:
     adapter_budget = adapter.budgets.select(request.profile, large) if adapter.budgets else None
     data_dir = data_root(request.data_dir)
     recipe = suite.budgets.recipe(request.profile, large)
-    recovered = recovery(request, adapter, large)
-    if recovered:
-        recipe["recovery"] = {**recovered, "data": revisions(data_dir, [corpora.source(name) for name in recovered["corpora"]])}
+    recovery = recover.recipe(request.recover, request.recover_lora, adapter, request.profile, large, data_dir)
+    if recovery:
+        recipe["recovery"] = recovery
     sources = suite.sources(suite_config, suite_budget)
     data = revisions(data_dir, sources)  # missing files first, then files cut short
     datacheck.check(data_dir, sources)
-    pretraining = pretrain.settings(request.pretrain, request.profile, adapter, ref, config, bool(recovered))
+    pretraining = pretrain.recipe(request.pretrain, request.profile, adapter, ref, config, bool(recovery), data_dir)
     if pretraining:
-        recipe["pretraining"] = {**pretraining, "data": revisions(data_dir, [corpora.source(name) for name in pretraining["corpora"]])}
+        recipe["pretraining"] = pretraining
     spec = RunSpec(
         model=ref.name, model_revision=ref.revision, adapter=adapter.name, adapter_config=as_dict(adapter.config),
         suite=suite.name, suite_config=as_dict(suite_config), profile=request.profile, seed=request.seed,
@@ -203,7 +175,5 @@ def plan(request: RunRequest) -> Plan:
         fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
         code=code_fingerprint(adapter.name, suite.name),
     )
-    if pretraining:
-        ref = pretrain.skeleton(ref, pretraining["architecture"])
-    return Plan(suite, suite_config, suite_budget, pretrain.stage(adapter, spec, data_dir), adapter_budget, ref, spec, data_dir,
-                device, request.force)
+    return Plan(suite, suite_config, suite_budget, adapter, adapter_budget, ref, spec, data_dir, device, request.force,
+                stages.of(spec.recipe))

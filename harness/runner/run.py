@@ -4,7 +4,7 @@
     (harness.runner.estimate: refused above its cap) -> prepare data once -> for baseline, method:
         take the run's lock (harness.results.liveness.RunLock: a process that needs the same run, such
         as a shared new baseline, waits for it) -> reuse a finished identical run, or: record "running"
-        -> pipeline (harness.runner.pipeline) -> %Base and the paired comparison with the baseline
+        -> pipeline (harness.runner.pipeline: the run's stages) -> %Base and the paired comparison with the baseline
         (harness.measure.compare) -> save
 
 A reused baseline's per-item outputs come from the store, so a method run compares item by item
@@ -32,7 +32,6 @@ from typing import Callable, Protocol
 import numpy as np
 
 from harness.adapter import Adapter, ProgressFn, no_progress
-from harness.methods import pretrain
 from harness.measure.compare import compare
 from harness.measure.metrics import pct_base
 from harness.runner import estimate
@@ -94,13 +93,13 @@ def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progres
     recovery estimate of a method run that will recover (:mod:`harness.runner.estimate`)."""
     p = plan(request)
     store.upgrade()  # an older schema is brought up to date before anything reads it
-    if p.spec.recipe.get("recovery") and (p.force or store.find_finished(p.spec) is None):
+    if "recover" in p.stages and (p.force or store.find_finished(p.spec) is None):
         progress("time a recovery step", 0, 1)
         say(estimate.recovery(p).line())
         progress("time a recovery step", 1, 1)
     data = _LazyData(p)
     baseline = p.spec.baseline()
-    outcomes = [_ensure(p, baseline, pretrain.stage(ADAPTERS.get("none")(), baseline, p.data_dir), None, data, store, progress)]
+    outcomes = [_ensure(p, baseline, ADAPTERS.get("none")(), None, data, store, progress)]
     if p.spec.adapter != "none":
         outcomes.append(_ensure(p, p.spec, p.adapter, outcomes[0].record, data, store, progress))
     return outcomes

