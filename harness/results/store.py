@@ -9,10 +9,9 @@ a record the database could not take (busy, or the process died) is ingested by 
 nothing is lost. Runs whose process died are marked failed by the next writer
 (:mod:`harness.results.liveness`).
 
-Schema versions: a writer upgrades a database of an older version in place (columns are only ever
-added, with ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``, and rows are written by column name); a
-reader of an older database is told to let a writer upgrade it. v4 -> v5 rewrites data, in the same
-transaction that records v5: the code fingerprint's rule changed (:func:`_recode_v4`).
+Schema version: this harness reads and writes results schema v5 (:data:`SCHEMA_VERSION`). A store
+of another version is refused, by readers and writers alike, with one line that says which schema
+this harness reads and how to make a new store; nothing is written to it.
 """
 
 from __future__ import annotations
@@ -31,9 +30,8 @@ import pandas as pd
 
 from harness.errors import EmptyStoreError, StoreBusyError, StoreError
 from harness.results import liveness
-from harness.results.fingerprint import code_fingerprint, is_stale
+from harness.results.fingerprint import is_stale
 from harness.results.journal import Journal
-from harness.results.legacy_fingerprint import legacy_code_fingerprint
 from harness.results.records import (
     Comparison,
     CompressionReport,
@@ -58,7 +56,7 @@ CREATE TABLE IF NOT EXISTS runs (
     profile VARCHAR, seed INTEGER, recipe JSON, adapter_budget JSON, data JSON, fit_data JSON, device VARCHAR,
     started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, wall_s DOUBLE, error VARCHAR, baseline_run_id VARCHAR,
     git_sha VARCHAR, host VARCHAR, pid INTEGER, hardware JSON, versions JSON, data_files JSON, details JSON,
-    fit_seconds DOUBLE, fit_details JSON, variant VARCHAR
+    fit_seconds DOUBLE, fit_details JSON, variant VARCHAR, code VARCHAR
 );
 CREATE TABLE IF NOT EXISTS scores (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR,
@@ -69,9 +67,8 @@ CREATE TABLE IF NOT EXISTS comparisons (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, baseline_run_id VARCHAR,
     n_paired INTEGER, pct_base_ci_low DOUBLE, pct_base_ci_high DOUBLE, difference DOUBLE, difference_ci_low DOUBLE,
     difference_ci_high DOUBLE, chance_adjusted_pct_base DOUBLE, p_value DOUBLE, flip_rate DOUBLE, agreement DOUBLE,
-    baseline_above_chance BOOLEAN
+    baseline_above_chance BOOLEAN, unpaired VARCHAR
 );
-ALTER TABLE scores ADD COLUMN IF NOT EXISTS shots INTEGER;
 CREATE TABLE IF NOT EXISTS compression (
     run_id VARCHAR PRIMARY KEY, embedding_params_before BIGINT, embedding_params_after BIGINT,
     storage_bytes_before BIGINT, storage_bytes_after BIGINT, total_params_before BIGINT,
@@ -80,7 +77,7 @@ CREATE TABLE IF NOT EXISTS compression (
 );
 CREATE TABLE IF NOT EXISTS items (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, item VARCHAR,
-    value DOUBLE, prediction VARCHAR, gold VARCHAR, weight DOUBLE
+    value DOUBLE, prediction VARCHAR, gold VARCHAR, weight DOUBLE, cluster VARCHAR
 );
 CREATE TABLE IF NOT EXISTS efficiency (
     run_id VARCHAR NOT NULL, phase VARCHAR, batch INTEGER, seq_len INTEGER, p50_ms DOUBLE,
@@ -92,16 +89,6 @@ CREATE TABLE IF NOT EXISTS paper_results (
     pct_base DOUBLE, pct_base_printed DOUBLE, emb_param_fraction DOUBLE, model_param_fraction DOUBLE, notes VARCHAR,
     paper_setting VARCHAR
 );
--- schema v2 -> v3
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS variant VARCHAR;
-ALTER TABLE scores ADD COLUMN IF NOT EXISTS setting VARCHAR;
-ALTER TABLE items ADD COLUMN IF NOT EXISTS weight DOUBLE;
-ALTER TABLE paper_results ADD COLUMN IF NOT EXISTS paper_setting VARCHAR;
--- schema v3 -> v4: the code fingerprint of a run, why a comparison has no pairs, the resampling cluster of an item
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS code VARCHAR;
-ALTER TABLE comparisons ADD COLUMN IF NOT EXISTS unpaired VARCHAR;
-ALTER TABLE items ADD COLUMN IF NOT EXISTS cluster VARCHAR;
--- schema v4 -> v5: no new column; runs.code moves to the fingerprint rule of every Python (_recode_v4)
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.code, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
        CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, r.variant, s.task, s.language, s.split,
@@ -187,12 +174,14 @@ class Store:
             con.close()
 
     def _check_intact(self) -> None:
-        """Read every column of every table before a write opens the file read-write: DuckDB checks
-        each block's checksum as it reads it, so a damaged database (cut short, a flipped byte) is
-        refused with its one-line error and left byte-identical, never rewritten."""
+        """Before a write opens the file read-write: its schema version, then every column of every
+        table read read-only (DuckDB checks each block's checksum as it reads it), so a store of
+        another version or a damaged one (cut short, a flipped byte) is refused with its one-line
+        error and left byte-identical, never rewritten."""
         if not self.path.exists():
             return
         with self._connect(read_only=True) as con:
+            _check_schema(con, self.path, writing=True)
             tables = con.execute("SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'").fetchall()
             for (table,) in tables:
                 con.execute(f'SELECT max(hash(COLUMNS(*))) FROM "{table}"').fetchall()
@@ -202,13 +191,9 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._check_intact()
         with self._connect(read_only=False) as con:
-            _check_schema(con, self.path, writing=True)
-            version = _schema_version(con)
             con.execute(SCHEMA)
             con.execute("BEGIN TRANSACTION")
             try:
-                if version is not None and version < 5:
-                    _recode_v4(con)
                 con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
                 yield con
                 con.execute("COMMIT")
@@ -237,15 +222,10 @@ class Store:
         return ingested is not None and rec.run_id in ingested
 
     def upgrade(self) -> None:
-        """Bring a database of an older schema version up to this one in place (a writer's first
-        step, so that its reads work); a database of this version, or none, is left untouched."""
-        if not self.path.exists():
-            return
-        with self._connect(read_only=True) as con:
-            version = _schema_version(con)
-        if version is not None and version < SCHEMA_VERSION:
-            with self._write():
-                pass
+        """A writer's first step, before anything is planned or read: the checks every write makes
+        (:meth:`_check_intact`). There is nothing to bring up to date: this harness reads and writes
+        schema v5 only, so a store of another version, or a damaged one, is refused here with its one line."""
+        self._check_intact()
 
     def ingest(self) -> list[str] | None:
         """Ingest every pending journal record and mark runs of dead processes failed, in one
@@ -395,43 +375,21 @@ def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
     return int(row[0]) if row is not None else SCHEMA_VERSION
 
 
-def _recode_v4(con: duckdb.DuckDBPyConnection) -> None:
-    """Schema v4 -> v5: fingerprints move from ``ast.dump`` (whose text depends on the Python) to
-    :func:`harness.results.fingerprint.serialize`. A run whose stored fingerprint is the old rule's
-    for the installed code (:func:`~harness.results.legacy_fingerprint.legacy_code_fingerprint`)
-    gets the new rule's, with the config hash and variant that contain it: it stays current and
-    reused. A run the old rule called stale keeps its fingerprint and stays stale."""
-    rows = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE coalesce(code, '') <> ''").fetchall()
-    codes: dict[tuple[str, str], tuple[str, str]] = {}
-    updates = []
-    for row in rows:
-        r = dict(zip(RUN_COLUMNS, row))
-        pair = (r["adapter"], r["suite"])
-        if pair not in codes:
-            codes[pair] = (legacy_code_fingerprint(*pair), code_fingerprint(*pair))
-        old, new = codes[pair]
-        if old and r["code"] == old:
-            spec = dataclasses.replace(_spec_from_row(r), code=new)
-            updates.append([new, spec.config_hash, spec.variant, r["run_id"]])
-    if updates:
-        con.executemany("UPDATE runs SET code = ?, config_hash = ?, variant = ? WHERE run_id = ?", updates)
-
-
 def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, writing: bool) -> None:
-    """Refuse a database of a newer schema version; an older one (v2 on) a writer upgrades in place
-    and a reader refuses, naming the command that upgrades it."""
+    """Refuse a database of another schema version with one line; a reader also refuses a file
+    without the harness's tables (EmptyStoreError: no runs yet), which a writer fills."""
     version = _schema_version(con)
     if version is None:
         if not writing and "runs" not in _tables(con):
             raise EmptyStoreError(f"no runs in {path} yet; `harness run --suite SUITE --adapter ADAPTER --db {path}` stores the first")
         return
-    if version > SCHEMA_VERSION or version < 2:
-        raise StoreError(f"{path} has results schema v{version}, this harness uses v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")
-    if version < SCHEMA_VERSION and not writing:
+    if version < SCHEMA_VERSION:
         raise StoreError(
-            f"{path} has results schema v{version} (older than v{SCHEMA_VERSION}); upgrade it in place with "
-            f"`harness reference load --db {path}` (or any harness run on it)"
+            f"{path} was written by an older harness (schema v{version}); this harness reads v{SCHEMA_VERSION}: "
+            "re-make it with `make reference FRESH=1` or `harness run ... --db NEW.duckdb`"
         )
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path} has results schema v{version}, this harness uses v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")
 
 
 def _items_frame(rec: RunRecord) -> pd.DataFrame:
