@@ -11,6 +11,8 @@ import duckdb
 import pytest
 
 from harness.errors import StoreError
+from harness.results import queries
+from harness.results.queries import RunFilter
 from harness.results.records import (
     CompressionReport,
     LatencyStats,
@@ -71,7 +73,7 @@ def test_busy_database_keeps_json_and_later_ingests(tmp_path):
         holder.wait()
     store.start(_record("b"))  # the next writer ingests what was left
     assert store.load("a").status == "finished"
-    assert len(store.query("SELECT * FROM scores WHERE run_id = 'a'")) == 1
+    assert len(store.load("a").scores) == 1
 
 
 def test_failed_run_keeps_error(tmp_path):
@@ -79,9 +81,9 @@ def test_failed_run_keeps_error(tmp_path):
     rec = _record("a")
     store.start(rec)
     store.save(dataclasses.replace(rec, status="failed", error="DataError: boom"))
-    runs = store.query("SELECT status, error FROM runs")
+    runs = queries.runs(store)
     assert runs.status.tolist() == ["failed"] and runs.error.tolist() == ["DataError: boom"]
-    assert store.query("SELECT count(*) AS n FROM results").n[0] == 0  # failed runs are not results
+    assert queries.results(store, RunFilter()).empty  # failed runs are not results
 
 
 def test_run_of_a_dead_process_is_marked_failed(tmp_path):
@@ -91,7 +93,8 @@ def test_run_of_a_dead_process_is_marked_failed(tmp_path):
     store.start(_record("ghost", pid=dead.pid))
     time.sleep(0.01)
     store.start(_record("next"))
-    status = dict(store.query("SELECT run_id, status FROM runs").itertuples(index=False))
+    runs = queries.runs(store)
+    status = dict(zip(runs.run_id, runs.status))
     assert status == {"ghost": "failed", "next": "running"}
 
 
@@ -115,7 +118,7 @@ def test_items_and_comparisons_round_trip(tmp_path):
     store.save(done)
     assert store.items("a") == items  # order of items, predictions, gold and weights kept
     assert store.load("a").comparisons == [comparison]
-    row = store.query("SELECT pct_base_ci_low, chance_adjusted_pct_base, p_value, flip_rate, baseline_above_chance, variant FROM results").iloc[0]
+    row = queries.results(store, RunFilter()).iloc[0]
     assert (row.pct_base_ci_low, row.chance_adjusted_pct_base, row.p_value, row.flip_rate, row.baseline_above_chance) == (90.0, 100.0, 1.0, 0.0, True)
     assert row.variant == rec.spec.variant == dataclasses.replace(rec.spec, seed=5).variant != dataclasses.replace(rec.spec, profile="quick").variant
 
@@ -137,7 +140,7 @@ def test_a_store_of_an_older_schema_is_refused_by_readers_and_writers_and_left_a
     path = tmp_path / "old.duckdb"
     before = _v4_store(path)
     store = Store(path)
-    reads = (lambda: store.load("a"), lambda: store.items("a"), store.stale_run_ids, lambda: store.query("SELECT * FROM runs"),
+    reads = (lambda: store.load("a"), lambda: store.items("a"), store.stale_run_ids, lambda: queries.runs(store),
              lambda: store.find_finished(_record("a").spec))
     writes = (lambda: store.start(_record("b")), lambda: store.save(_finished(_record("c"))) or store.ingest(),
               store.upgrade, lambda: store.replace_paper_results([]))
@@ -156,4 +159,4 @@ def test_shots_round_trip(tmp_path):
     done = dataclasses.replace(_finished(rec), scores=[Score("copa", "en", "validation", "acc", 0.7, 0.6, 0.8, 100, chance=0.5, shots=5)])
     store.save(done)
     assert (store.load("a").scores[0].chance, store.load("a").scores[0].shots) == (0.5, 5)
-    assert store.query("SELECT shots FROM results WHERE run_id = 'a'").shots.tolist() == [5]
+    assert queries.scores(store, RunFilter()).shots.tolist() == [5]  # the results view

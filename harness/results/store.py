@@ -11,7 +11,9 @@ nothing is lost. Runs whose process died are marked failed by the next writer
 
 Schema version: this harness reads and writes results schema v5 (:data:`SCHEMA_VERSION`). A store
 of another version is refused, by readers and writers alike, with one line that says which schema
-this harness reads and how to make a new store; nothing is written to it.
+this harness reads and how to make a new store; nothing is written to it. Reads go through
+:mod:`harness.results.queries`, which holds their SQL; the Store keeps the connections, the write
+path and the schema.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import json
 import os
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -29,20 +30,9 @@ import duckdb
 import pandas as pd
 
 from harness.errors import EmptyStoreError, StoreBusyError, StoreError
-from harness.results import liveness
-from harness.results.fingerprint import is_stale
+from harness.results import liveness, queries
 from harness.results.journal import Journal
-from harness.results.records import (
-    Comparison,
-    CompressionReport,
-    FitReport,
-    ItemOutputs,
-    LatencyStats,
-    Provenance,
-    RunRecord,
-    RunSpec,
-    Score,
-)
+from harness.results.records import Comparison, ItemOutputs, RunRecord, RunSpec, Score
 from harness.results.reference import PaperResult
 
 SCHEMA_VERSION = 5
@@ -173,6 +163,14 @@ class Store:
         finally:
             con.close()
 
+    @contextmanager
+    def reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection to a database of this schema version, for :mod:`harness.results.queries`
+        (the module that holds the read SQL); EmptyStoreError for a file without the harness's tables."""
+        with self._connect(read_only=True) as con:
+            _check_schema(con, self.path, writing=False)
+            yield con
+
     def _check_intact(self) -> None:
         """Before a write opens the file read-write: its schema version, then every column of every
         table read read-only (DuckDB checks each block's checksum as it reads it), so a store of
@@ -287,32 +285,17 @@ class Store:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        """Read-only, parameterised query (on a database of this schema version)."""
-        with self._connect(read_only=True) as con:
-            _check_schema(con, self.path, writing=False)
-            return con.execute(sql, params or []).df()
-
     def tables(self) -> set[str]:
         """The tables the database holds: none for a missing file or a DuckDB file without the
-        harness's tables (where :meth:`query` raises EmptyStoreError), so a reader can show an empty view."""
+        harness's tables (where a read raises EmptyStoreError), so a reader can show an empty view."""
         if not self.path.exists():
             return set()
         with self._connect(read_only=True) as con:
             return _tables(con)
 
     def items(self, run_id: str) -> list[ItemOutputs]:
-        """A run's per-item outputs, one ItemOutputs per task x language x split x metric, items in stored order."""
-        optional = "CASE WHEN count({0}) = 0 THEN NULL ELSE list({0} ORDER BY rowid) END"
-        with self._connect(read_only=True) as con:
-            _check_schema(con, self.path, writing=False)
-            rows = con.execute(
-                "SELECT task, language, split, metric, list(item ORDER BY rowid), list(value ORDER BY rowid), "
-                f"{optional.format('prediction')}, {optional.format('gold')}, {optional.format('weight')}, {optional.format('cluster')} "
-                "FROM items WHERE run_id = ? GROUP BY task, language, split, metric ORDER BY min(rowid)",
-                [run_id],
-            ).fetchall()
-        return [ItemOutputs(*row[:4], *(tuple(v or ()) for v in row[4:])) for row in rows]
+        """A run's per-item outputs (:func:`harness.results.queries.run_items`)."""
+        return queries.run_items(self, run_id)
 
     def find_finished(self, spec: RunSpec) -> RunRecord | None:
         """The newest finished run with the same config hash, if any (run reuse): in the database, or
@@ -323,43 +306,20 @@ class Store:
         if not self.path.exists():
             return None
         try:
-            ids = self.query(
-                "SELECT run_id FROM runs WHERE config_hash = ? AND status = 'finished' ORDER BY finished_at DESC LIMIT 1",
-                [spec.config_hash],
-            )
+            run_id = queries.newest_finished(self, spec.config_hash)
         except EmptyStoreError:
             return None
-        return self.load(ids.run_id[0]) if len(ids) else None
+        return self.load(run_id) if run_id is not None else None
 
     def stale_run_ids(self) -> list[str]:
         """Runs made by other code than the installed one (their code fingerprint differs, or they
         have none): kept in the store, never reused, hidden by default from results and the leaderboard."""
-        runs = self.query("SELECT run_id, adapter, suite, code FROM runs")
-        return [r for r, a, s, c in zip(runs.run_id, runs.adapter, runs.suite, runs.code) if is_stale(a, s, c)]
+        return queries.stale_run_ids(self)
 
     def load(self, run_id: str) -> RunRecord:
         """One run with its scores, comparisons, compression, fit and efficiency; per-item outputs stay
         in the ``items`` table (:meth:`items`), so ``items`` is empty here."""
-        with self._connect(read_only=True) as con:
-            _check_schema(con, self.path, writing=False)
-            cur = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id = ?", [run_id])
-            row = cur.fetchone()
-            if row is None:
-                raise StoreError(f"no run '{run_id}' in {self.path}; list runs with `harness list runs`")
-            r = dict(zip(RUN_COLUMNS, row))
-            scores = con.execute(f"SELECT {', '.join(SCORE_COLUMNS)} FROM scores WHERE run_id = ?", [run_id]).fetchall()
-            comparisons = con.execute(f"SELECT {', '.join(COMPARISON_COLUMNS)} FROM comparisons WHERE run_id = ?", [run_id]).fetchall()
-            comp = con.execute(
-                "SELECT embedding_params_before, embedding_params_after, storage_bytes_before, storage_bytes_after, "
-                "total_params_before, total_params_after, vocab_size_before, vocab_size_after, freed_slots "
-                "FROM compression WHERE run_id = ?",
-                [run_id],
-            ).fetchone()
-            eff = con.execute(
-                "SELECT phase, batch, seq_len, samples_ms, p50_ms, p95_ms, throughput, peak_mem_mb FROM efficiency WHERE run_id = ?",
-                [run_id],
-            ).fetchall()
-        return _record_from_row(r, scores, comp, eff, comparisons)
+        return queries.record(self, run_id)
 
 
 def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -406,35 +366,3 @@ def _items_frame(rec: RunRecord) -> pd.DataFrame:
             "cluster": list(it.clusters) if it.clusters else [None] * n,
         }))
     return pd.concat(frames, ignore_index=True)
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(timezone.utc).isoformat(timespec="seconds")
-
-
-def _spec_from_row(r: dict) -> RunSpec:
-    return RunSpec(
-        r["model"], r["model_revision"], r["adapter"], json.loads(r["adapter_config"]), r["suite"],
-        json.loads(r["suite_config"]), r["profile"], r["seed"], json.loads(r["recipe"]),
-        json.loads(r["adapter_budget"] or "{}"), json.loads(r["data"] or "{}"), json.loads(r["fit_data"] or "{}"),
-        r["code"] or "",
-    )
-
-
-def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list, comparisons: list) -> RunRecord:
-    spec = _spec_from_row(r)
-    prov = Provenance(
-        r["git_sha"], r["adapter_package"], r["adapter_version"], r["host"], r["pid"],
-        json.loads(r["hardware"]), json.loads(r["versions"]), json.loads(r["data_files"]),
-    )
-    return RunRecord(
-        run_id=r["run_id"], spec=spec, status=r["status"], started_at=_iso(r["started_at"]), device=r["device"],
-        provenance=prov, finished_at=_iso(r["finished_at"]) if r["finished_at"] else None, wall_s=r["wall_s"],
-        error=r["error"], baseline_run_id=r["baseline_run_id"],
-        compression=CompressionReport(*comp) if comp else None,
-        fit=FitReport(r["fit_seconds"], json.loads(r["fit_details"] or "{}")) if r["fit_seconds"] is not None else None,
-        scores=[Score(*s) for s in scores],
-        efficiency=[LatencyStats(e[0], e[1], e[2], tuple(e[3]), *e[4:]) for e in eff],
-        details=json.loads(r["details"]) if r["details"] else {},
-        comparisons=[Comparison(*c) for c in comparisons],
-    )
