@@ -193,7 +193,7 @@ def test_catalogue_has_at_least_25_cases():
 
 
 # Cases that need more than a command line; each is a test below and a row in README.md.
-SPECIAL = ["locked database", "corrupt database", "damaged database", "empty database", "read-only database folder", "full disk", "NaN training loss", "SIGINT mid-run"]
+SPECIAL = ["locked database", "corrupt database", "damaged database", "older schema", "empty database", "read-only database folder", "full disk", "NaN training loss", "SIGINT mid-run"]
 
 
 def test_empty_database(tmp_path):
@@ -269,6 +269,28 @@ def test_damaged_database(damage, shared_db, tmp_path):
         line = _error_line(result.stderr)
         assert "the database is damaged" in line or "not a readable DuckDB database" in line, (command, line)
         assert db.read_bytes() == damaged, command
+    assert not list(tmp_path.glob("results.records/*.json"))  # no run started
+
+
+def test_older_schema(shared_db, tmp_path):
+    """A store an older harness wrote (its meta row says schema v4): every command, reader or writer,
+    refuses it with one line naming the schema this harness reads and how to re-make the store, and
+    leaves it byte-identical."""
+    import duckdb
+
+    db = tmp_path / "results.duckdb"
+    shutil.copy(shared_db[0], db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    older = db.read_bytes()
+    (run_id,) = read_sql(db, "SELECT run_id FROM runs WHERE adapter = 'asg'").run_id
+    for command in (["reference", "load"], [*RUN, "--adapter", "asg"], ["results"], ["list", "runs"], ["show", run_id]):
+        result = CliRunner().invoke(app, [*command, "--db", str(db)])
+        assert result.exit_code == 2, (command, result.output)
+        assert _error_line(result.stderr) == (
+            f"error: {db} was written by an older harness (schema v4); this harness reads v5: "
+            "re-make it with `make reference FRESH=1` or `harness run ... --db NEW.duckdb`"), command
+        assert db.read_bytes() == older, command
     assert not list(tmp_path.glob("results.records/*.json"))  # no run started
 
 
