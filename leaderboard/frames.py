@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness.results.reference import placement
-from harness.results.summary import MARKERS
+from harness.results.queries import MARKERS
 
 GROUP = ["suite", "model", "profile", "task", "metric", "setting"]  # one Pareto chart / heatmap each
 TABLE_COLUMNS = {
@@ -107,7 +107,7 @@ def over_seeds(rows: pd.DataFrame, by_seed: bool = False) -> pd.DataFrame:
     """One row per configuration (variant), task, language and metric of summary rows
     (:mod:`harness.results.summary`): the mean over its seeds of scores, %Base and the comparison
     (newest run per seed), their sd (NaN for one seed), the number of seeds, each marker of
-    :data:`~harness.results.summary.MARKERS` when any seed has it (with the first unpaired seed's
+    :data:`~harness.results.queries.MARKERS` when any seed has it (with the first unpaired seed's
     reason), and the newest run's other columns (run_id, config ...). ``by_seed``: one row per seed
     instead (nothing averaged)."""
     keys = ["variant", "task", "language", "metric"] + (["seed"] if by_seed else [])

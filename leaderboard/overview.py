@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from harness.leaderboard.frames import AXES, Axis, budget_bins, budget_label, config_label, key_settings, over_seeds
 
-from harness.results.summary import MARKERS
+from harness.results.queries import MARKERS
 
 ROW = ["model", "adapter", "config", "profile"]  # one overview row
 # cell caveats: symbol and meaning; the summary's markers, plus this table's own

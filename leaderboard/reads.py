@@ -15,14 +15,15 @@ import streamlit as st
 from harness.leaderboard import queries, significance
 
 from harness.errors import StoreBusyError, StoreError
+from harness.results.queries import headline_items, paper_points
 
 QUERIES: dict[str, Callable] = {
     "landing": queries.landing,
     "scores": queries.scores,
     "efficiency": queries.efficiency,
     "runs": queries.runs,
-    "papers": queries.paper_points,
-    "items": queries.items,
+    "papers": paper_points,
+    "items": headline_items,
     "run": lambda store, run_id: store.load(run_id),
 }
 

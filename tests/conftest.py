@@ -167,3 +167,12 @@ def assert_items_reproduce_scores(scores, items, without=(), every=True) -> None
         assert behind, f"no per-item outputs behind {s}"
         assert value_of(behind) == pytest.approx(s.value, rel=1e-9, abs=1e-12), s
         assert sum(len(i.ids) for i in behind) == s.n and all(len(set(i.ids)) == len(i.ids) for i in behind)
+
+
+def read_sql(db, statement: str, params: list | None = None):
+    """The stored rows themselves, by plain SQL on a read-only DuckDB connection (a DataFrame): what a
+    test checks of the tables beside the typed reads the harness makes (:mod:`harness.results.queries`)."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(statement, params or []).df()

@@ -16,7 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-from harness.results import liveness
+import pandas as pd
+
+from harness.results import liveness, queries
 from harness.results.journal import Journal
 from harness.results.store import Store
 
@@ -80,7 +82,7 @@ def test_kill_9_of_a_run_is_marked_failed_by_the_next_writer(tmp_path):
     assert Journal(records).read(run_id).status == "running"
     assert (records / f"{run_id}.lease").exists()  # a SIGKILL leaves the lease behind: its pid is dead
     assert Store(db).ingest() is not None
-    runs = Store(db).query("SELECT run_id, status, error FROM runs")
+    runs = queries.runs(Store(db))[["run_id", "status", "error"]]
     assert runs.to_dict("records") == [{"run_id": run_id, "status": "failed", "error": "process died before the run finished"}]
 
 
@@ -91,10 +93,11 @@ def test_two_runs_and_a_reader_on_one_database_lose_no_row(tmp_path):
     Store(db).ingest()  # create the file so the reader can open it from the start
     reader = subprocess.Popen(
         [sys.executable, "-c", (
-            "import time; from harness.results.store import Store; from harness.errors import StoreBusyError\n"
+            "import time; from harness.results import queries; from harness.results.store import Store\n"
+            "from harness.errors import StoreBusyError\n"
             f"s = Store({str(db)!r}, retries=1)\n"
             "while True:\n"
-            "    try: s.query('SELECT count(*) AS n FROM runs')\n"
+            "    try: queries.runs(s)\n"
             "    except StoreBusyError: pass\n"
             "    time.sleep(0.02)\n"
         )],
@@ -108,10 +111,11 @@ def test_two_runs_and_a_reader_on_one_database_lose_no_row(tmp_path):
         reader.wait()
     assert [p.returncode for p in runs] == [0, 0], [err for _, err in outs]
     Store(db).ingest()  # the next writer takes what a busy database could not
-    frame = Store(db).query("SELECT seed, status FROM runs ORDER BY seed")
-    assert frame.to_dict("records") == [{"seed": 5, "status": "finished"}, {"seed": 6, "status": "finished"}]
+    store = Store(db)
+    runs = queries.runs(store)
+    assert sorted(zip(runs.seed, runs.status)) == [(5, "finished"), (6, "finished")]
     assert Journal(db.with_name("r.records")).pending() == []
-    assert len(Store(db).query("SELECT * FROM scores")) > 0
+    assert all(store.load(r).scores for r in runs.run_id)
 
 
 def test_run_lock_waits_for_its_holder_and_is_taken_when_the_holder_dies(tmp_path):
@@ -141,9 +145,13 @@ def _method(db: Path, adapter: str) -> subprocess.Popen:
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _runs(db: Path):
-    Store(db).ingest()  # the next writer's view: dead runs marked failed
-    return Store(db).query("SELECT run_id, adapter, status, error, baseline_run_id FROM runs ORDER BY started_at")
+def _runs(db: Path) -> pd.DataFrame:
+    """run_id, adapter, status, error, baseline_run_id of every run, oldest first, as the next writer sees them."""
+    store = Store(db)
+    store.ingest()  # the next writer's view: dead runs marked failed
+    records = [store.load(r) for r in reversed(queries.runs(store).run_id)]
+    return pd.DataFrame([(r.run_id, r.spec.adapter, r.status, r.error, r.baseline_run_id) for r in records],
+                        columns=["run_id", "adapter", "status", "error", "baseline_run_id"])
 
 
 def test_two_methods_that_need_one_new_baseline_make_it_once(tmp_path):

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.registry import ADAPTERS, SUITES
-from harness.results.store import Store
+from tests.conftest import read_sql
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -96,7 +96,7 @@ def test_readme_commands_marked_to_run_do_run(smoke_db, tmp_path, monkeypatch):
     shutil.copy(smoke_db, db)
     monkeypatch.setenv("HARNESS_DB", str(db))
     runner = CliRunner()
-    run_id = Store(db).query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id[0]
+    run_id = read_sql(db, "SELECT run_id FROM runs WHERE adapter = 'asg'").run_id[0]
     ran = 0
     for body in fenced(README, "bash run"):
         for argv in commands(body):

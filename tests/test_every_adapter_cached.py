@@ -22,6 +22,7 @@ from harness.errors import HarnessError
 from harness.registry import ADAPTERS
 from harness.results.store import Store
 from harness.runner.plan import RunRequest, plan
+from tests.conftest import read_sql
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ def own_fit_cache(tmp_path_factory):
 
 def _runs(store: Store, adapter: str, model: Path) -> list:
     """The finished runs of ``adapter`` on ``model``, oldest first (``none``: the baseline's runs too)."""
-    ids = store.query("SELECT run_id FROM runs WHERE adapter = ? AND model = ? AND status = 'finished' ORDER BY started_at",
+    ids = read_sql(store.path, "SELECT run_id FROM runs WHERE adapter = ? AND model = ? AND status = 'finished' ORDER BY started_at",
                       [adapter, str(model)]).run_id
     return [store.load(r) for r in ids]
 

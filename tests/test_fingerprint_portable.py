@@ -1,31 +1,23 @@
 """One code fingerprint on every supported Python: the rule's text is pinned, every interpreter beside
-this one writes it alike, the entry points are read as 3.12 defines them, and a store written under
-the old rule (``ast.dump`` on Python 3.11, schema v4) keeps its current runs current."""
+this one writes it alike, and the entry points are read as 3.12 defines them."""
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import hashlib
 import json
-import socket
 import subprocess
 import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from harness.results import fingerprint
-from harness.results.legacy_fingerprint import legacy_code_fingerprint, legacy_dump
-from harness.results.records import Provenance, RunRecord, RunSpec, Score
-from harness.results.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "fingerprint" / "golden.py"
-GOLDEN_HASH = "9e86034707eb1882"  # sha256[:16] of serialize(golden.py): the new rule, every Python
-GOLDEN_LEGACY_HASH = "e32ae26d9b3ff899"  # of legacy_dump(golden.py): Python 3.11's ast.dump text
+GOLDEN_HASH = "9e86034707eb1882"  # sha256[:16] of serialize(golden.py), on every Python
 
 
 def _sha(text: str) -> str:
@@ -36,10 +28,8 @@ def _text(source: str) -> str:
     return fingerprint.serialize(fingerprint.normalize(ast.parse(source)))
 
 
-def test_the_golden_source_has_the_pinned_fingerprint_under_both_rules():
-    tree = fingerprint.normalized_tree(GOLDEN)
-    assert _sha(fingerprint.serialize(tree)) == GOLDEN_HASH
-    assert _sha(legacy_dump(tree)) == GOLDEN_LEGACY_HASH
+def test_the_golden_source_has_the_pinned_fingerprint():
+    assert _sha(fingerprint.serialize(fingerprint.normalized_tree(GOLDEN))) == GOLDEN_HASH
 
 
 def _interpreters() -> list[str]:
@@ -57,10 +47,8 @@ import hashlib, json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from harness.results.fingerprint import normalized_tree, serialize
-from harness.results.legacy_fingerprint import legacy_dump
 tree = normalized_tree(Path(sys.argv[2]))
-sha = lambda s: hashlib.sha256(s.encode()).hexdigest()[:16]
-print(json.dumps([sys.version.split()[0], sha(serialize(tree)), sha(legacy_dump(tree))]))
+print(json.dumps([sys.version.split()[0], hashlib.sha256(serialize(tree).encode()).hexdigest()[:16]]))
 """
 
 
@@ -68,8 +56,8 @@ def test_every_python_on_this_machine_writes_the_golden_fingerprint():
     """The rule is the standard library alone, so each interpreter runs it from this checkout bare."""
     for exe in _interpreters():
         out = subprocess.run([exe, "-c", GOLDEN_SCRIPT, str(REPO), str(GOLDEN)], capture_output=True, text=True, check=True)
-        version, new, legacy = json.loads(out.stdout)
-        assert (new, legacy) == (GOLDEN_HASH, GOLDEN_LEGACY_HASH), f"Python {version} ({exe})"
+        version, written = json.loads(out.stdout)
+        assert written == GOLDEN_HASH, f"Python {version} ({exe})"
 
 
 def test_ast_dump_itself_differs_so_the_rule_cannot_be_it():
@@ -137,51 +125,3 @@ def test_entry_points_are_read_as_python_312_defines_them(monkeypatch):
         assert fingerprint._entry_modules("adapter") == installed
     finally:
         fingerprint._entry_modules.cache_clear()
-
-
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the old rule is ast.dump as Python 3.11 writes it")
-def test_the_frozen_old_rule_is_python_311s_ast_dump_for_the_whole_installed_tree():
-    names = {name for a in fingerprint._entry_modules("adapter") for s in fingerprint._entry_modules("suite")
-             for name in fingerprint.modules((*fingerprint.PROTOCOL, fingerprint._entry_modules("adapter")[a],
-                                              fingerprint._entry_modules("suite")[s]))}
-    assert len(names) > 50
-    for name in sorted(names):
-        tree = fingerprint.normalized_tree(fingerprint._file(name))
-        assert legacy_dump(tree) == ast.dump(tree), name
-
-
-def _record(run_id: str, adapter: str, code: str) -> RunRecord:
-    spec = RunSpec("minilm", "rev", adapter, {}, "xnli", {"train": "en"}, "smoke", 0, code=code)
-    prov = Provenance("sha", "pkg", "0.1", socket.gethostname(), 1, {}, {}, {})
-    return RunRecord(
-        run_id=run_id, spec=spec, status="finished", started_at="2026-01-01T00:00:00+00:00", device="cpu",
-        provenance=prov, finished_at="2026-01-01T00:01:00+00:00", wall_s=1.0,
-        scores=[Score("xnli", "en", "test", "accuracy", 0.5, 0.4, 0.6, 30, True, 100.0)],
-    )
-
-
-def test_a_schema_v4_store_keeps_its_current_runs_current_and_its_stale_runs_stale(tmp_path):
-    path = tmp_path / "v4.duckdb"
-    store = Store(path)
-    old_asg, old_none = legacy_code_fingerprint("asg", "xnli"), legacy_code_fingerprint("none", "xnli")
-    runs = [_record("current", "asg", old_asg), _record("base", "none", old_none), _record("stale", "asg", "0123456789abcdef")]
-    for rec in runs:
-        store.save(rec)
-    with duckdb.connect(str(path)) as con:  # as a v4 harness left it
-        con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
-    with duckdb.connect(str(path), read_only=True) as con:
-        stored = con.execute("SELECT run_id, adapter, suite, code FROM runs").fetchall()
-    assert all(fingerprint.is_stale(a, s, c) for _, a, s, c in stored)  # the new rule alone reads every run as stale
-
-    store.upgrade()  # a writer's first step: v4 -> v5
-    new_asg = fingerprint.code_fingerprint("asg", "xnli")
-    assert store.stale_run_ids() == ["stale"]
-    for rec in runs[:2]:
-        spec = dataclasses.replace(rec.spec, code=fingerprint.code_fingerprint(rec.spec.adapter, "xnli"))
-        assert store.find_finished(spec).run_id == rec.run_id  # reused by the installed code, never re-run
-    migrated = store.query("SELECT code, config_hash, variant FROM runs WHERE run_id = 'current'").iloc[0]
-    spec = dataclasses.replace(runs[0].spec, code=new_asg)
-    assert (migrated.code, migrated.config_hash, migrated.variant) == (new_asg, spec.config_hash, spec.variant)
-    assert store.load("stale").spec.code == "0123456789abcdef"
-    store.upgrade()  # v5 already: nothing rewritten again
-    assert store.stale_run_ids() == ["stale"]

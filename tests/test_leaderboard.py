@@ -39,7 +39,7 @@ from harness.results import summary
 from harness.results.records import ItemOutputs
 from harness.results.reference import read_paper_results
 from harness.results.store import Store
-from tests.conftest import REPO
+from tests.conftest import REPO, read_sql
 
 APP = str(REPO / "leaderboard" / "app.py")
 
@@ -85,7 +85,7 @@ def test_reference_load_is_idempotent(tmp_path):
     for _ in range(2):
         result = CliRunner().invoke(app, ["reference", "load", "--db", str(db)])
         assert result.exit_code == 0, result.output
-    rows = Store(db).query("SELECT * FROM paper_results")
+    rows = read_sql(db, "SELECT * FROM paper_results")
     assert len(rows) == len(read_paper_results()) == 1342
     # paper 000 Table 1, XLM-R zero-shot: printed %Base 67.39 is a typo; 68.05 / 71.94 is what we plot
     row = rows[(rows.paper == "asg") & (rows.base_model == "xlm-r") & (rows.setting == "zero-shot") & (rows.metric == "accuracy") & (rows.method == "asg")]
@@ -138,7 +138,7 @@ def test_landing_opens_on_the_overview_table(leaderboard_db, monkeypatch):
     assert overview.xnli[0] == pytest.approx(avg["pct_base"]), "a number: the column sorts as numbers"
     assert shown.xnli[0].startswith(f"{avg['pct_base']:.1f} [")  # drawn with its paired interval
     assert overview["params kept"][0] == pytest.approx(avg["emb_param_fraction"])
-    stored = Store(leaderboard_db).query("SELECT storage_fraction FROM compression JOIN runs USING (run_id) WHERE adapter = 'asg'")
+    stored = read_sql(leaderboard_db, "SELECT storage_fraction FROM compression JOIN runs USING (run_id) WHERE adapter = 'asg'")
     assert overview["bytes kept"][0] == pytest.approx(stored.storage_fraction.item()) and shown.budget[0].endswith("%")
     assert pd.isna(overview["avg %Base"][0]) and shown["avg %Base"][0] == "", "no other row covers the same suites: an empty cell"
 
@@ -155,7 +155,7 @@ def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeyp
     at = _render(leaderboard_db, monkeypatch, axis="parameters")
     pareto = _charts(at)[0]
     names = [t["name"] for t in pareto["data"]]
-    adapters = sorted(Store(leaderboard_db).query("SELECT DISTINCT adapter FROM runs").adapter)
+    adapters = sorted(read_sql(leaderboard_db, "SELECT DISTINCT adapter FROM runs").adapter)
     assert names == [FRONTIER_NAME, *adapters, PAPERS_NAME]
     assert pareto["layout"]["xaxis"]["type"] == "log"
     papers = pareto["data"][-1]
@@ -174,7 +174,7 @@ def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeyp
 def test_the_compression_axis_is_bytes_stored_unless_parameters_are_chosen(leaderboard_db, monkeypatch):
     """Issue 45.2: by default the chart's x is the embedding's bytes stored as a share of the base's (the
     papers print parameter shares only: their points show on the parameters axis); ?axis=parameters switches."""
-    stored = Store(leaderboard_db).query("SELECT storage_fraction, emb_param_fraction FROM compression JOIN runs USING (run_id) WHERE adapter = 'asg'")
+    stored = read_sql(leaderboard_db, "SELECT storage_fraction, emb_param_fraction FROM compression JOIN runs USING (run_id) WHERE adapter = 'asg'")
     for query, column, papers in (({}, "storage_fraction", False), ({"axis": "parameters"}, "emb_param_fraction", True)):
         pareto = _charts(_render(leaderboard_db, monkeypatch, **query))[0]
         names = [t["name"] for t in pareto["data"]]
@@ -419,7 +419,7 @@ def test_a_sweep_over_recovery_steps_draws_a_curve_per_configuration(leaderboard
     two lines (the +LoRA one from the same post-hoc point), each by steps, in the Recovery tab (the landing
     view draws the Pareto chart only), the hover naming each run. The smoke store alone (no sweep) gives
     no curve: the tab says how to make one."""
-    asg = Store(leaderboard_db).query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id.item()
+    asg = read_sql(leaderboard_db, "SELECT run_id FROM runs WHERE adapter = 'asg'").run_id.item()
     db = _copy(leaderboard_db, tmp_path, *_recovered(asg, 300, False), *_recovered(asg, 100, False), *_recovered(asg, 100, True))
     rows = summary.read(Store(db))
     curves = recovery_curves(over_seeds(rows[rows.language.eq("avg")]))

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.results import summary
 from harness.results.store import Store
+from tests.conftest import read_sql
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BUDGET_S = 90  # navigation to the plot on a fresh server; about 5-10 s on two shared cores at load average 8
@@ -96,7 +97,7 @@ def sorting_db(leaderboard_db, tmp_path_factory) -> Path:
     shutil.copy(leaderboard_db, db)
     ran = CliRunner().invoke(app, ["run", "--suite", "xnli", "--adapter", "quant", "--model", "minilm", "--profile", "smoke", "--db", str(db)])
     assert ran.exit_code == 0, ran.output
-    asg = Store(db).query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id.item()
+    asg = read_sql(db, "SELECT run_id FROM runs WHERE adapter = 'asg'").run_id.item()
     with duckdb.connect(str(db)) as con:
         for sql in [*_copied(asg, "24", 102.6), *_copied(asg, "12", 83.7)]:
             con.execute(sql)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.results.store import Store
 from harness.runner.run import RunRequest, execute
-from tests.conftest import assert_items_reproduce_scores
+from tests.conftest import assert_items_reproduce_scores, read_sql
 
 SMALL_ASG = ("k=64", "m=8", "niter=5")
 
@@ -28,7 +28,7 @@ def test_bpb_base_and_asg_with_inverted_pct_base_and_decode_efficiency(tmp_path)
     assert result.exit_code == 0, result.output
     assert "bits_per_byte" in result.output and "timed in one run" in result.output and "decode (1 x 1)" in result.output
     store = Store(db)
-    ids = store.query("SELECT run_id FROM runs ORDER BY started_at").run_id.tolist()
+    ids = read_sql(store.path, "SELECT run_id FROM runs ORDER BY started_at").run_id.tolist()
     base, asg = (store.load(i) for i in ids)
     asg_bpb = [s for s in asg.scores if s.metric == "bits_per_byte"]
     assert [s.task for s in base.scores] == [s.task for s in asg_bpb] == ["wikitext2", "c4"]  # two corpora

@@ -15,6 +15,7 @@ from harness.errors import ConfigError
 from harness.registry import SUITES
 from harness.results.store import Store
 from harness.runner import matrix
+from tests.conftest import read_sql
 
 TABLE_METHODS = {"asg", "sg", "ksub", "lowrank", "quant"}
 
@@ -61,7 +62,7 @@ def store(smoke_db, tmp_path) -> Store:
     """The smoke store (baseline + ASG k=256 on MiniLM XNLI) and an ASG k=128 run made by other code."""
     shutil.copy(smoke_db, tmp_path / "r.duckdb")
     store = Store(tmp_path / "r.duckdb")
-    (asg,) = [store.load(r) for r in store.query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id]
+    (asg,) = [store.load(r) for r in read_sql(store.path, "SELECT run_id FROM runs WHERE adapter = 'asg'").run_id]
     old = dataclasses.replace(asg.spec, adapter_config={**asg.spec.adapter_config, "k": 128}, code="older-code")
     store.save(dataclasses.replace(asg, run_id="old-asg-128", spec=old, wall_s=90.0))
     return store

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.results.store import Store
+from tests.conftest import read_sql
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def test_smoke_runs_report_the_dictionary(db, data_dir):
     result = _run(db, "multisense", "k=3", "clustering=mcl")
     assert result.exit_code == 0, result.output
     store = Store(db)
-    (ms,) = [store.load(r) for r in store.query("SELECT run_id FROM runs WHERE adapter = 'multisense'").run_id]
+    (ms,) = [store.load(r) for r in read_sql(store.path, "SELECT run_id FROM runs WHERE adapter = 'multisense'").run_id]
     facts = ms.fit.details
     assert facts["clustering"] == "mcl" and 0 < facts["tokens_with_senses"] <= facts["fit_tokens"]
     hist = {int(n): c for n, c in facts["senses_per_token_histogram"].items()}  # senses -> tokens (JSON keys are strings)

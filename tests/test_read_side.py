@@ -3,6 +3,7 @@ or transformers, and the committed database's quick XNLI baselines are well abov
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from harness.results import queries
+from harness.results.queries import RunFilter
 from harness.results.store import Store
 from harness.runner.matrix import read as read_matrix
 
@@ -37,7 +40,7 @@ print(json.dumps(out))
 
 
 def test_read_side_imports_neither_torch_nor_transformers(leaderboard_db, monkeypatch):
-    method = Store(leaderboard_db).query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id[0]
+    method = queries.runs(Store(leaderboard_db), RunFilter(adapter="asg")).run_id[0]
     app_file = REPO / "leaderboard" / "app.py"
     monkeypatch.setenv("HARNESS_DB", str(leaderboard_db))
     proc = subprocess.run(
@@ -73,3 +76,20 @@ def test_committed_quick_xnli_baselines_beat_chance_by_a_margin(model):
         ).fetchall()
     assert rows, f"no quick xnli baseline of {model} in the committed results.duckdb"
     assert all(low > 1 / 3 + MARGIN for (low,) in rows), rows
+
+
+def test_only_the_queries_module_reads_the_store_with_sql():
+    """The read side's SQL lives in harness.results.queries behind typed functions: the Store takes no
+    SQL, and no other module of the harness or the leaderboard imports DuckDB (the store's module, which
+    writes, aside) or opens a read connection (``Store.reading``)."""
+    sources = [*(REPO / "harness").rglob("*.py"), *(REPO / "leaderboard").rglob("*.py")]
+    allowed = {REPO / "harness" / "results" / "queries.py", REPO / "harness" / "results" / "store.py"}
+    offenders = []
+    for path in sources:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        reads = any(isinstance(n, ast.Attribute) and n.attr == "reading" for n in ast.walk(tree))
+        if path not in allowed and ("duckdb" in imported or reads):
+            offenders.append(str(path.relative_to(REPO)))
+    assert len(sources) > 50 and offenders == [] and not hasattr(Store, "query")

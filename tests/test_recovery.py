@@ -30,6 +30,7 @@ from harness.runner.plan import RunRequest, plan
 from harness.runner.run import execute
 from harness.sweep.grid import from_options, run_options
 from harness.sweep.points import plan_points
+from tests.conftest import read_sql
 
 ASG = ("k=16", "m=8")
 
@@ -165,10 +166,10 @@ def test_kill_9_during_recovery_loses_nothing_stored(decoder, tmp_path):
     proc.wait(timeout=30)
     store = Store(db)
     store.ingest()
-    runs = store.query("SELECT adapter, status, error, run_id FROM runs ORDER BY adapter")
+    runs = read_sql(store.path, "SELECT adapter, status, error, run_id FROM runs ORDER BY adapter")
     assert list(zip(runs.adapter, runs.status)) == [("asg", "failed"), ("none", "finished")]
     assert runs.error[0] == "process died before the run finished"
     listed = runs_frame(store, 5).set_index("adapter")  # `harness list runs`, the failed run's fit details NULL
     assert json.loads(listed.config["asg"]) == {"k": 16, "m": 8, "shared": False, "output": True, "niter": 25, "recover": 100000}
-    assert len(store.query(f"SELECT * FROM scores WHERE run_id = '{runs.run_id[1]}'")) > 0
+    assert len(read_sql(store.path, f"SELECT * FROM scores WHERE run_id = '{runs.run_id[1]}'")) > 0
     assert ["recovery" in e.key for e in fitcache.FitCache(fits).entries()] == [False]  # the post-hoc fit only

@@ -11,6 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.results import queries
+from harness.results.queries import RunFilter
 from harness.results.store import Store
 
 
@@ -18,7 +20,7 @@ from harness.results.store import Store
 def store(smoke_db, tmp_path) -> Store:
     shutil.copy(smoke_db, tmp_path / "r.duckdb")
     store = Store(tmp_path / "r.duckdb")
-    (asg,) = [store.load(r) for r in store.query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id]
+    (asg,) = [store.load(r) for r in queries.runs(store, RunFilter(adapter="asg")).run_id]
     older = dataclasses.replace(asg.spec, adapter_config={**asg.spec.adapter_config, "k": 128}, code="older-code")
     store.save(dataclasses.replace(asg, run_id="old-asg", spec=older, started_at="2020-01-01T00:00:00+00:00"))
     return store
@@ -48,7 +50,7 @@ def test_list_runs_says_when_it_cuts_and_hides_stale_runs_unless_asked(store):
 
 
 def test_show_gives_the_settings_as_fitted(store):
-    asg = store.query("SELECT run_id FROM runs WHERE adapter = 'asg' AND run_id <> 'old-asg'").run_id.item()
+    asg = queries.runs(store, RunFilter(adapter="asg", hidden=("old-asg",))).run_id.item()
     assert "settings (as fitted): k=256 m=48 shared=false output=true niter=25\n" in _run("show", asg, "--db", str(store.path))
-    baseline = store.query("SELECT run_id FROM runs WHERE adapter = 'none'").run_id.item()
+    baseline = queries.runs(store, RunFilter(adapter="none")).run_id.item()
     assert "settings (as fitted): -\n" in _run("show", baseline, "--db", str(store.path))

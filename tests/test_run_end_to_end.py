@@ -11,6 +11,7 @@ from harness.cli import app
 from harness.runner.plan import plan
 from harness.results.store import Store
 from harness.runner.run import RunRequest, execute
+from tests.conftest import read_sql
 
 
 def _rows(db) -> list[dict]:
@@ -29,7 +30,7 @@ def _accuracy_by_hand(store: Store, run_id: str) -> dict[str, float]:
 
 
 def test_baseline_and_method_finished(smoke_db):
-    runs = Store(smoke_db).query("SELECT adapter, status, baseline_run_id, run_id FROM runs ORDER BY started_at")
+    runs = read_sql(smoke_db, "SELECT adapter, status, baseline_run_id, run_id FROM runs ORDER BY started_at")
     assert runs.adapter.tolist() == ["none", "asg"]
     assert runs.status.tolist() == ["finished", "finished"]
     assert runs.baseline_run_id[1] == runs.run_id[0]
@@ -59,7 +60,7 @@ def test_results_json_has_15_languages_avg_ci_and_pct_base(smoke_db):
 
 def test_compression_and_efficiency_recorded(smoke_db):
     store = Store(smoke_db)
-    asg = store.load(store.query("SELECT run_id FROM runs WHERE adapter = 'asg'").run_id[0])
+    asg = store.load(read_sql(store.path, "SELECT run_id FROM runs WHERE adapter = 'asg'").run_id[0])
     assert asg.compression.storage_bytes_after == 256 * 384 * 4 + 30522 * 48  # codebooks + uint8 map
     assert asg.compression.storage_bytes_before == 30522 * 384 * 4
     phases = {e.phase: e for e in asg.efficiency}
@@ -75,7 +76,7 @@ def test_same_command_reuses_both_runs(smoke_db):
     request = RunRequest("xnli", "asg", model="minilm", profile="smoke", settings=("k=256",))
     outcomes = execute(request, Store(smoke_db))
     assert [o.reused for o in outcomes] == [True, True]
-    assert Store(smoke_db).query("SELECT count(*) AS n FROM runs WHERE suite = 'xnli' AND profile = 'smoke'").n[0] == 2
+    assert read_sql(smoke_db, "SELECT count(*) AS n FROM runs WHERE suite = 'xnli' AND profile = 'smoke'").n[0] == 2
 
 
 def test_a_run_made_on_another_device_is_reused_and_says_where_it_was_timed(smoke_db, tmp_path):
@@ -95,7 +96,7 @@ def test_a_run_made_on_another_device_is_reused_and_says_where_it_was_timed(smok
     assert result.exit_code == 0, result.output
     assert result.output.count(" on cuda)") == 2  # the compression table's baseline and asg columns
     assert "timed in one run on cuda" in result.output
-    assert Store(db).query("SELECT count(*) AS n FROM runs").n[0] == 2
+    assert read_sql(db, "SELECT count(*) AS n FROM runs").n[0] == 2
 
 
 def test_missing_data_is_an_error_even_when_the_run_is_stored(smoke_db, tmp_path):

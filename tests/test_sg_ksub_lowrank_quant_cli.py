@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.results.records import BASE_PHASE
 from harness.results.store import Store
+from tests.conftest import read_sql
 
 V, D = 30522, 384
 
@@ -37,7 +38,7 @@ def test_smoke_run_end_to_end(db, data_dir, adapter):
     result = CliRunner().invoke(app, args + [a for kv in settings for a in ("--set", kv)])
     assert result.exit_code == 0, result.output
     store = Store(db)
-    runs = store.query(f"SELECT run_id, status FROM runs WHERE adapter = '{adapter}'")
+    runs = read_sql(store.path, f"SELECT run_id, status FROM runs WHERE adapter = '{adapter}'")
     assert runs.status.tolist() == ["finished"]
     record = store.load(runs.run_id[0])
     assert fraction_ok(record.compression.emb_param_fraction)
@@ -48,7 +49,7 @@ def test_smoke_run_end_to_end(db, data_dir, adapter):
     phases = {e.phase: e for e in record.efficiency}
     assert set(phases) == {"forward", BASE_PHASE + "forward"}  # the unchanged model is timed in the same run
     assert all(e.throughput > 0 for e in phases.values())
-    assert store.query("SELECT count(*) AS n FROM runs WHERE adapter = 'none'").n[0] == 1  # one shared baseline
+    assert read_sql(store.path, "SELECT count(*) AS n FROM runs WHERE adapter = 'none'").n[0] == 1  # one shared baseline
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from harness.adapters.skd import SkdConfig, cut_student, layer_params
 from harness.cli import app
 from harness.errors import ConfigError
 from harness.results.store import Store
+from tests.conftest import read_sql
 
 MINILM_LAYER = 1_774_464  # parameters of one MiniLM transformer layer (D=384, 1,536 hidden)
 
@@ -52,7 +53,7 @@ def test_smoke_run_reports_the_parameter_ratio_beside_its_scores(tmp_path, data_
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     store = Store(db)
-    (skd,) = [store.load(r) for r in store.query("SELECT run_id FROM runs WHERE adapter = 'skd'").run_id]
+    (skd,) = [store.load(r) for r in read_sql(store.path, "SELECT run_id FROM runs WHERE adapter = 'skd'").run_id]
     facts, report = skd.fit.details, skd.compression
     assert facts["student_layers"] == 1 and facts["teacher_layers"] == 6
     assert (facts["teacher_params"], facts["student_params"]) == (6 * MINILM_LAYER, MINILM_LAYER)

@@ -1,4 +1,4 @@
-"""The DuckDB store: JSON record first, busy database, failed and dead runs, reuse lookup."""
+"""The DuckDB store: JSON record first, busy database, failed and dead runs, reuse lookup, a store of an older schema refused."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ import subprocess
 import sys
 import time
 
+import duckdb
 import pytest
 
+from harness.errors import StoreError
+from harness.results import queries
+from harness.results.queries import RunFilter
 from harness.results.records import (
     CompressionReport,
     LatencyStats,
@@ -17,7 +21,7 @@ from harness.results.records import (
     RunSpec,
     Score,
 )
-from harness.results.store import SCHEMA_VERSION, Store
+from harness.results.store import Store
 
 
 def _record(run_id: str, status: str = "running", pid: int = 1, **spec_changes) -> RunRecord:
@@ -69,7 +73,7 @@ def test_busy_database_keeps_json_and_later_ingests(tmp_path):
         holder.wait()
     store.start(_record("b"))  # the next writer ingests what was left
     assert store.load("a").status == "finished"
-    assert len(store.query("SELECT * FROM scores WHERE run_id = 'a'")) == 1
+    assert len(store.load("a").scores) == 1
 
 
 def test_failed_run_keeps_error(tmp_path):
@@ -77,9 +81,9 @@ def test_failed_run_keeps_error(tmp_path):
     rec = _record("a")
     store.start(rec)
     store.save(dataclasses.replace(rec, status="failed", error="DataError: boom"))
-    runs = store.query("SELECT status, error FROM runs")
+    runs = queries.runs(store)
     assert runs.status.tolist() == ["failed"] and runs.error.tolist() == ["DataError: boom"]
-    assert store.query("SELECT count(*) AS n FROM results").n[0] == 0  # failed runs are not results
+    assert queries.results(store, RunFilter()).empty  # failed runs are not results
 
 
 def test_run_of_a_dead_process_is_marked_failed(tmp_path):
@@ -89,13 +93,12 @@ def test_run_of_a_dead_process_is_marked_failed(tmp_path):
     store.start(_record("ghost", pid=dead.pid))
     time.sleep(0.01)
     store.start(_record("next"))
-    status = dict(store.query("SELECT run_id, status FROM runs").itertuples(index=False))
+    runs = queries.runs(store)
+    status = dict(zip(runs.run_id, runs.status))
     assert status == {"ghost": "failed", "next": "running"}
 
 
 def test_reading_a_missing_database_is_a_clear_error(tmp_path):
-    from harness.errors import StoreError
-
     with pytest.raises(StoreError, match="no results database"):
         Store(tmp_path / "absent.duckdb").load("x")
 
@@ -115,54 +118,45 @@ def test_items_and_comparisons_round_trip(tmp_path):
     store.save(done)
     assert store.items("a") == items  # order of items, predictions, gold and weights kept
     assert store.load("a").comparisons == [comparison]
-    row = store.query("SELECT pct_base_ci_low, chance_adjusted_pct_base, p_value, flip_rate, baseline_above_chance, variant FROM results").iloc[0]
+    row = queries.results(store, RunFilter()).iloc[0]
     assert (row.pct_base_ci_low, row.chance_adjusted_pct_base, row.p_value, row.flip_rate, row.baseline_above_chance) == (90.0, 100.0, 1.0, 0.0, True)
     assert row.variant == rec.spec.variant == dataclasses.replace(rec.spec, seed=5).variant != dataclasses.replace(rec.spec, profile="quick").variant
 
 
-def test_a_schema_v2_database_is_upgraded_by_a_writer_and_refused_by_a_reader(tmp_path):
-    import duckdb
+def _v4_store(path) -> bytes:
+    """A store as a v4 harness left it (one finished run, meta row 'schema_version' = '4'); its bytes."""
+    store = Store(path)
+    store.save(_finished(_record("a")))
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    return path.read_bytes()
 
-    from harness.errors import StoreError
 
+OLDER = (r"^\S+old.duckdb was written by an older harness \(schema v4\); this harness reads v5: "
+         r"re-make it with `make reference FRESH=1` or `harness run \.\.\. --db NEW.duckdb`$")
+
+
+def test_a_store_of_an_older_schema_is_refused_by_readers_and_writers_and_left_as_it_is(tmp_path):
     path = tmp_path / "old.duckdb"
-    with duckdb.connect(str(path)) as con:  # the v2 tables that gained columns in v3
-        con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR); INSERT INTO meta VALUES ('schema_version', '2')")
-        con.execute(
-            "CREATE TABLE scores (run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, "
-            "value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE, chance DOUBLE)"
-        )
-        con.execute(
-            "CREATE TABLE items (run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, "
-            "item VARCHAR, value DOUBLE, prediction VARCHAR, gold VARCHAR)"
-        )
+    before = _v4_store(path)
     store = Store(path)
-    with pytest.raises(StoreError, match=r"schema v2 .*harness reference load --db"):
-        store.query("SELECT * FROM scores")
-    store.upgrade()  # harness run's first step, so that its reads (reuse, baselines) work
-    assert store.query("SELECT value FROM meta").value.tolist() == [str(SCHEMA_VERSION)] and store.query("SELECT * FROM scores").empty
-    rec = _record("a")
-    store.start(rec)
-    store.save(dataclasses.replace(_finished(rec), scores=[Score("xnli", "en", "test", "accuracy", 0.5, setting="zero-shot")]))
-    assert store.load("a").scores[0].setting == "zero-shot"
-    assert store.query("SELECT value FROM meta").value.tolist() == [str(SCHEMA_VERSION)]
+    reads = (lambda: store.load("a"), lambda: store.items("a"), store.stale_run_ids, lambda: queries.runs(store),
+             lambda: store.find_finished(_record("a").spec))
+    writes = (lambda: store.start(_record("b")), lambda: store.save(_finished(_record("c"))) or store.ingest(),
+              store.upgrade, lambda: store.replace_paper_results([]))
+    for attempt in (*reads, *writes):
+        with pytest.raises(StoreError, match=OLDER):
+            attempt()
+    assert path.read_bytes() == before and not path.with_name("old.duckdb.wal").exists()
+    records = tmp_path / "old.records"
+    assert not (records / "b.json").exists() and (records / "c.json").exists()  # b refused before it ran; c's record kept
 
 
-def test_shots_round_trip_and_are_added_to_an_older_database(tmp_path):
-    import duckdb
-
-    path = tmp_path / "r.duckdb"
-    with duckdb.connect(str(path)) as con:  # the scores table as it was before scores.shots
-        con.execute(
-            "CREATE TABLE scores (run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, "
-            "value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n INTEGER, higher_is_better BOOLEAN, pct_base DOUBLE, chance DOUBLE)"
-        )
-        con.execute("INSERT INTO scores VALUES ('old', 'xnli', 'en', 'test', 'acc', 0.5, 0.4, 0.6, 30, true, NULL, NULL)")
-    store = Store(path)
+def test_shots_round_trip(tmp_path):
+    store = Store(tmp_path / "r.duckdb")
     rec = _record("a", suite="lm_eval")
     store.start(rec)
     done = dataclasses.replace(_finished(rec), scores=[Score("copa", "en", "validation", "acc", 0.7, 0.6, 0.8, 100, chance=0.5, shots=5)])
     store.save(done)
     assert (store.load("a").scores[0].chance, store.load("a").scores[0].shots) == (0.5, 5)
-    assert store.query("SELECT shots FROM scores WHERE run_id = 'old'").shots.isna().all()
-    assert store.query("SELECT shots FROM results WHERE run_id = 'a'").shots.tolist() == [5]
+    assert queries.scores(store, RunFilter()).shots.tolist() == [5]  # the results view

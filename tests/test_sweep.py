@@ -19,9 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.results.store import Store
 from harness.sweep.grid import from_options, from_yaml
 from harness.sweep.points import plan_points
+from tests.conftest import read_sql
 
 HARNESS = os.path.join(os.path.dirname(sys.executable), "harness")
 SWEEP = ["--adapter", "asg", "--suite", "xnli", "--model", "minilm", "--profile", "smoke", "--device", "cpu"]
@@ -60,7 +60,7 @@ def test_a_bad_point_stops_the_sweep_before_any_run(tmp_path):
 
 
 def _finished_hashes(db: Path) -> dict[str, int]:
-    frame = Store(db).query("SELECT config_hash, count(*) AS n FROM runs WHERE status = 'finished' GROUP BY config_hash")
+    frame = read_sql(db, "SELECT config_hash, count(*) AS n FROM runs WHERE status = 'finished' GROUP BY config_hash")
     return dict(zip(frame.config_hash, frame.n))
 
 
@@ -106,7 +106,7 @@ def test_kill_9_loses_no_finished_point_and_the_rerun_runs_only_the_rest(resumed
     assert "4 points (1 baselines), 3 already stored, 1 to run" in rerun.stderr
     assert rerun.stderr.count("started  ") == 1 and "started  asg k=1024" in rerun.stderr
     assert sorted(_finished_hashes(db).values()) == [1, 1, 1, 1]  # every point once, none twice
-    runs = Store(db).query("SELECT status, error FROM runs WHERE status != 'finished'")
+    runs = read_sql(db, "SELECT status, error FROM runs WHERE status != 'finished'")
     assert list(runs.status) == ["failed"] and runs.error[0] == "process died before the run finished"
     status = CliRunner().invoke(app, ["sweep", *SWEEP, "--grid", "k=64,256,1024", "--db", str(db), "--status"])
     assert status.exit_code == 0, status.output
@@ -126,8 +126,8 @@ def test_ray_backend_gives_the_scores_of_the_local_sweep(resumed_sweep, tmp_path
     assert not list(db.with_name("ray.records").glob("*.lease"))
     sql = ("SELECT r.config_hash, s.task, s.language, s.metric, s.value FROM scores s JOIN runs r USING (run_id) "
            "WHERE r.status = 'finished' ORDER BY ALL")
-    ray_scores = Store(db).query(sql)
-    local_scores = Store(local_db).query(sql)
+    ray_scores = read_sql(db, sql)
+    local_scores = read_sql(local_db, sql)
     local_scores = local_scores[local_scores.config_hash.isin(set(ray_scores.config_hash))].reset_index(drop=True)
     assert len(ray_scores) == len(local_scores) > 0
     assert ray_scores.equals(local_scores)
@@ -141,6 +141,6 @@ def test_jobs_run_points_in_worker_processes_and_the_driver_ingests(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "2 points (2 baselines), 0 already stored, 2 to run on local (2 at a time)" in result.stderr
-    runs = Store(db).query("SELECT seed, status, pid FROM runs ORDER BY seed")
+    runs = read_sql(db, "SELECT seed, status, pid FROM runs ORDER BY seed")
     assert list(runs.status) == ["finished", "finished"] and list(runs.seed) == [0, 1]
     assert os.getpid() not in set(runs.pid)  # executed in the workers, not in the driver

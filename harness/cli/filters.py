@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from harness.errors import ConfigError, did_you_mean
 from harness.registry import ADAPTERS, SUITES
+from harness.results import queries
 from harness.results.store import Store
 from harness.sources.models import PACKAGED
 
@@ -21,8 +22,7 @@ def check(store: Store, suite: str | None, adapter: str | None, model: str | Non
     for column, value, installed in (("suite", suite, SUITES.names()), ("adapter", adapter, ADAPTERS.names()), ("model", model, list(PACKAGED))):
         if value is None:
             continue
-        package = "any_value(adapter_package || ' ' || adapter_version)" if column == "adapter" else "NULL"
-        stored = store.query(f"SELECT {column} AS name, count(*) AS runs, {package} AS package FROM runs WHERE status = 'finished' GROUP BY {column}")
+        stored = queries.names(store, column)
         names = [n for n in stored.name if n is not None]
         if value not in names and value not in installed:
             raise ConfigError(

@@ -13,6 +13,7 @@ from harness.cli.common import DbOption, console, fitted_settings, no_runs_yet, 
 from harness.errors import PluginError
 from harness.leaderboard.frames import config_label
 from harness.registry import ADAPTERS, SUITES
+from harness.results import queries
 from harness.results.fingerprint import code_fingerprint, is_stale
 from harness.results.store import Store
 from harness.results.summary import with_resolved_config
@@ -99,11 +100,7 @@ def runs_frame(store: Store, limit: int, include_stale: bool = True):
     """The newest ``limit`` runs (0: all) as ``harness list runs`` prints them: status marked stale where
     made by other code (those left out unless ``include_stale``), and the config as the fit resolved it
     (as ``harness results``: ASG's chosen k, ``recover``), as JSON."""
-    frame = store.query(
-        "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, suite, profile, seed, "
-        "round(wall_s, 1) AS wall_s, started_at, CAST(fit_details AS VARCHAR) AS fit_details, "
-        "CAST(recipe AS VARCHAR) AS recipe FROM runs ORDER BY started_at DESC",
-    )
+    frame = queries.runs(store).drop(columns="error")
     stale = frame.run_id.isin(store.stale_run_ids())
     frame = frame.assign(status=frame.status.where(~stale, frame.status + STALE))[~stale | include_stale]
     frame = frame.head(limit) if limit > 0 else frame

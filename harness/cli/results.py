@@ -18,70 +18,33 @@ from harness.cli import filters
 from harness.cli.common import DbOption, no_runs_yet, user_errors
 from harness.cli.paper_table import paper_tables
 from harness.errors import ConfigError, did_you_mean
-from harness.leaderboard.queries import paper_points
 from harness.results import claims as paper_claims
-from harness.results import summary
+from harness.results import queries, summary
 from harness.results.reference import placement
 from harness.results.store import Store
 
-COLUMNS = (
-    "run_id", "model", "adapter", "config", "suite", "profile", "seed", "task", "language", "metric", "setting",
-    "value", "ci_low", "ci_high", "chance", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "chance_adjusted_pct_base",
-    "difference", "difference_ci_low", "difference_ci_high", "p_value", "flip_rate", "agreement", "n_paired", "unpaired",
-    "baseline_above_chance", "emb_param_fraction", "model_param_fraction", "storage_bytes", "split", "n", "baseline_run_id", "variant",
-)
-# averaged over seeds by --aggregate (mean and sample sd); a configuration is a run's variant (its config hash without the seed)
-AGGREGATED = ("value", "pct_base", "chance_adjusted_pct_base", "difference", "flip_rate")
-GROUP = ("variant", "model", "adapter", "config", "suite", "profile", "task", "language", "split", "metric", "setting")
-
-
-# the results view with each run's recipe and fit details, and the share of all the model's parameters it
-# keeps (SKD's student/teacher ratio, paper 004 Tables 7-8, sits here beside its scores)
-_SOURCE = ("(SELECT v.*, CAST(r.recipe AS VARCHAR) AS recipe, CAST(r.fit_details AS VARCHAR) AS fit_details, "
-           "c.total_params_after::DOUBLE / nullif(c.total_params_before, 0) AS model_param_fraction "
-           "FROM results v JOIN runs r USING (run_id) LEFT JOIN compression c USING (run_id))")
-
-
-def _where(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool,
-           profile: str | None = None) -> tuple[str, list]:
-    filters, params = [], []
-    for column, value in (("suite", suite), ("adapter", adapter), ("model", model), ("profile", profile)):
-        if value is not None:
-            filters.append(f"{column} = ?")
-            params.append(value)
+def _filter(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool,
+            profile: str | None) -> tuple[queries.RunFilter, list[str]]:
+    """The runs asked for (stale ones left out unless ``include_stale``) and the stale run ids."""
     stale = store.stale_run_ids()
-    if stale and not include_stale:
-        filters.append("NOT list_contains(?, run_id)")
-        params.append(stale)
-    return (f"WHERE {' AND '.join(filters)}" if filters else ""), params
+    return queries.RunFilter(suite, adapter, model, profile, hidden=() if include_stale else tuple(stale)), stale
 
 
 def fetch(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False,
           profile: str | None = None) -> pd.DataFrame:
-    """Finished runs' scores from the ``results`` view, filtered (stale runs only when asked, marked
-    in the column ``stale``); parameterised SQL."""
-    where, params = _where(store, suite, adapter, model, include_stale, profile)
-    sql = f"SELECT {', '.join(COLUMNS)}, recipe, fit_details FROM {_SOURCE} {where} ORDER BY finished_at, run_id, task, language, metric"
-    frame = summary.with_run_facts(store.query(sql, params))
-    stale = set(store.stale_run_ids()) if include_stale else set()
-    return frame.assign(stale=frame.run_id.isin(stale))
+    """Finished runs' scores (:func:`harness.results.queries.results`), filtered (stale runs only when
+    asked, marked in the column ``stale``), with the runs' resolved config, regime and family."""
+    where, stale = _filter(store, suite, adapter, model, include_stale, profile)
+    frame = summary.with_run_facts(queries.results(store, where))
+    return frame.assign(stale=frame.run_id.isin(set(stale) if include_stale else set()))
 
 
 def fetch_aggregate(store: Store, suite: str | None, adapter: str | None, model: str | None, include_stale: bool = False,
                     profile: str | None = None) -> pd.DataFrame:
-    """Mean and sd over seeds per configuration and score (the newest run of each seed counts);
-    ``baseline_above_chance`` holds only when it holds for every seed."""
-    where, params = _where(store, suite, adapter, model, include_stale, profile)
-    stats = ", ".join(f"avg({c}) AS {c}_mean, stddev_samp({c}) AS {c}_sd" for c in AGGREGATED)
-    sql = (
-        f"SELECT {', '.join(GROUP)}, count(*) AS seeds, list(seed ORDER BY seed) AS seed_list, {stats}, "
-        "bool_and(baseline_above_chance) AS baseline_above_chance, any_value(emb_param_fraction) AS emb_param_fraction, "
-        "any_value(model_param_fraction) AS model_param_fraction, "
-        "any_value(recipe) AS recipe, any_value(fit_details) AS fit_details "
-        f"FROM (SELECT *, row_number() OVER (PARTITION BY variant, seed, task, language, split, metric ORDER BY finished_at DESC) AS newest "
-        f"FROM {_SOURCE} {where}) WHERE newest = 1 GROUP BY {', '.join(GROUP)} ORDER BY suite, model, adapter, config, task, language, metric"
-    )
-    return summary.with_run_facts(store.query(sql, params))
+    """Mean and sd over seeds per configuration and score (:func:`harness.results.queries.results_over_seeds`),
+    with the resolved config, regime and family."""
+    where, _ = _filter(store, suite, adapter, model, include_stale, profile)
+    return summary.with_run_facts(queries.results_over_seeds(store, where))
 
 
 def results(
@@ -152,7 +115,7 @@ def fetch_paper(store: Store, suite: str | None, adapter: str | None, model: str
     if not include_stale:
         keep &= ~runs.stale.astype(bool)
     runs = runs[keep].assign(label=lambda d: key_settings(d) if len(d) else [])
-    papers = paper_points(store, tuple(runs.suite.unique()), pareto=False)
+    papers = queries.paper_points(store, tuple(runs.suite.unique()), pareto=False)
     placed = []
     for r in runs.itertuples(index=False):
         rows = placement(papers, r.suite, r.task, r.metric, r.shots, r.setting if isinstance(r.setting, str) else "", {r.regime})

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.results import queries
 from harness.results.reference import (
     PAPER_IDS,
     PaperResult,
@@ -129,21 +130,9 @@ def paper_figure(claim: Claim, rows: list[PaperResult]) -> float:
     return 100.0 * float(np.mean([r.value for r in first])) / float(np.mean([r.value for r in paper_rows(claim.second, rows)]))
 
 
-_RUNS = """
-SELECT r.run_id, r.model, r.profile, r.finished_at, CAST(r.adapter_config AS VARCHAR) AS config, CAST(r.recipe AS VARCHAR) AS recipe,
-       s.value, s.pct_base, s.setting, s.shots, k.pct_base_ci_low, k.pct_base_ci_high, c.emb_param_fraction,
-       c.freed_slots, c.vocab_size_before
-FROM runs r JOIN scores s USING (run_id) LEFT JOIN compression c USING (run_id)
-LEFT JOIN comparisons k ON k.run_id = s.run_id AND k.task = s.task AND k.language = s.language AND k.split = s.split AND k.metric = s.metric
-WHERE r.status = 'finished' AND r.adapter = ? AND r.suite = ? AND s.task = ? AND s.language = ? AND s.metric = ?
-  AND NOT list_contains(?, r.run_id)
-ORDER BY r.finished_at DESC
-"""
-
-
 def _runs(store: Store, claim: Claim, side: Side, stale: list[str]) -> pd.DataFrame:
     """Current runs of a side's configuration with the claim's score, newest first."""
-    rows = store.query(_RUNS, [side.adapter, claim.suite, claim.task, claim.language, claim.metric, stale])
+    rows = queries.claim_runs(store, side.adapter, claim.suite, claim.task, claim.language, claim.metric, stale)
     holds = pd.Series([all(json.loads(c).get(k) == v for k, v in side.settings.items()) for c in rows.config], index=rows.index, dtype=bool)
     if claim.emb_range:  # the configurations the claim is about: those keeping this share of embedding parameters
         holds &= rows.emb_param_fraction.between(*claim.emb_range)

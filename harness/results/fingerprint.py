@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Callable
 
 PROTOCOL = (
     "harness.runner.pipeline", "harness.measure.metrics", "harness.measure.paired", "harness.measure.compare",
@@ -50,14 +49,13 @@ there leaves stored runs current. (A budget's values are part of the identity th
 GROUPS = {"adapter": "harness.adapters", "suite": "harness.suites"}
 
 
-def code_fingerprint(adapter: str, suite: str, module_text: Callable[[str], str] | None = None) -> str:
+def code_fingerprint(adapter: str, suite: str) -> str:
     """The fingerprint of the code that scores ``adapter`` on ``suite`` (16 hex digits); ``""`` when
-    either is not installed (a run of it can then never be current). ``module_text`` writes a module
-    by another rule (the store's migration passes schema v4's)."""
+    either is not installed (a run of it can then never be current)."""
     roots = [_entry_module("adapter", adapter), _entry_module("suite", suite)]
     if None in roots:
         return ""
-    return _digest(tuple(sorted(set(PROTOCOL) | set(roots))), roots[0].partition(".")[0], module_text)
+    return _digest(tuple(sorted(set(PROTOCOL) | set(roots))), roots[0].partition(".")[0])
 
 
 def adapter_fingerprint(adapter: str) -> str:
@@ -93,11 +91,10 @@ def modules(roots: tuple[str, ...], own_package: str = "harness") -> list[str]:
     return sorted(seen)
 
 
-def _digest(roots: tuple[str, ...], own_package: str, module_text: Callable[[str], str] | None = None) -> str:
-    text = module_text or (lambda name: _parsed(name).text)
+def _digest(roots: tuple[str, ...], own_package: str) -> str:
     h = hashlib.sha256()
     for name in modules(roots, own_package):
-        h.update(name.encode() + b"\0" + text(name).encode() + b"\0")
+        h.update(name.encode() + b"\0" + _parsed(name).text.encode() + b"\0")
     return h.hexdigest()[:16]
 
 

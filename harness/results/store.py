@@ -9,10 +9,11 @@ a record the database could not take (busy, or the process died) is ingested by 
 nothing is lost. Runs whose process died are marked failed by the next writer
 (:mod:`harness.results.liveness`).
 
-Schema versions: a writer upgrades a database of an older version in place (columns are only ever
-added, with ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``, and rows are written by column name); a
-reader of an older database is told to let a writer upgrade it. v4 -> v5 rewrites data, in the same
-transaction that records v5: the code fingerprint's rule changed (:func:`_recode_v4`).
+Schema version: this harness reads and writes results schema v5 (:data:`SCHEMA_VERSION`). A store
+of another version is refused, by readers and writers alike, with one line that says which schema
+this harness reads and how to make a new store; nothing is written to it. Reads go through
+:mod:`harness.results.queries`, which holds their SQL; the Store keeps the connections, the write
+path and the schema.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import json
 import os
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -30,21 +30,9 @@ import duckdb
 import pandas as pd
 
 from harness.errors import EmptyStoreError, StoreBusyError, StoreError
-from harness.results import liveness
-from harness.results.fingerprint import code_fingerprint, is_stale
+from harness.results import liveness, queries
 from harness.results.journal import Journal
-from harness.results.legacy_fingerprint import legacy_code_fingerprint
-from harness.results.records import (
-    Comparison,
-    CompressionReport,
-    FitReport,
-    ItemOutputs,
-    LatencyStats,
-    Provenance,
-    RunRecord,
-    RunSpec,
-    Score,
-)
+from harness.results.records import Comparison, ItemOutputs, RunRecord, RunSpec, Score
 from harness.results.reference import PaperResult
 
 SCHEMA_VERSION = 5
@@ -58,7 +46,7 @@ CREATE TABLE IF NOT EXISTS runs (
     profile VARCHAR, seed INTEGER, recipe JSON, adapter_budget JSON, data JSON, fit_data JSON, device VARCHAR,
     started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, wall_s DOUBLE, error VARCHAR, baseline_run_id VARCHAR,
     git_sha VARCHAR, host VARCHAR, pid INTEGER, hardware JSON, versions JSON, data_files JSON, details JSON,
-    fit_seconds DOUBLE, fit_details JSON, variant VARCHAR
+    fit_seconds DOUBLE, fit_details JSON, variant VARCHAR, code VARCHAR
 );
 CREATE TABLE IF NOT EXISTS scores (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR,
@@ -69,9 +57,8 @@ CREATE TABLE IF NOT EXISTS comparisons (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, baseline_run_id VARCHAR,
     n_paired INTEGER, pct_base_ci_low DOUBLE, pct_base_ci_high DOUBLE, difference DOUBLE, difference_ci_low DOUBLE,
     difference_ci_high DOUBLE, chance_adjusted_pct_base DOUBLE, p_value DOUBLE, flip_rate DOUBLE, agreement DOUBLE,
-    baseline_above_chance BOOLEAN
+    baseline_above_chance BOOLEAN, unpaired VARCHAR
 );
-ALTER TABLE scores ADD COLUMN IF NOT EXISTS shots INTEGER;
 CREATE TABLE IF NOT EXISTS compression (
     run_id VARCHAR PRIMARY KEY, embedding_params_before BIGINT, embedding_params_after BIGINT,
     storage_bytes_before BIGINT, storage_bytes_after BIGINT, total_params_before BIGINT,
@@ -80,7 +67,7 @@ CREATE TABLE IF NOT EXISTS compression (
 );
 CREATE TABLE IF NOT EXISTS items (
     run_id VARCHAR NOT NULL, task VARCHAR, language VARCHAR, split VARCHAR, metric VARCHAR, item VARCHAR,
-    value DOUBLE, prediction VARCHAR, gold VARCHAR, weight DOUBLE
+    value DOUBLE, prediction VARCHAR, gold VARCHAR, weight DOUBLE, cluster VARCHAR
 );
 CREATE TABLE IF NOT EXISTS efficiency (
     run_id VARCHAR NOT NULL, phase VARCHAR, batch INTEGER, seq_len INTEGER, p50_ms DOUBLE,
@@ -92,16 +79,6 @@ CREATE TABLE IF NOT EXISTS paper_results (
     pct_base DOUBLE, pct_base_printed DOUBLE, emb_param_fraction DOUBLE, model_param_fraction DOUBLE, notes VARCHAR,
     paper_setting VARCHAR
 );
--- schema v2 -> v3
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS variant VARCHAR;
-ALTER TABLE scores ADD COLUMN IF NOT EXISTS setting VARCHAR;
-ALTER TABLE items ADD COLUMN IF NOT EXISTS weight DOUBLE;
-ALTER TABLE paper_results ADD COLUMN IF NOT EXISTS paper_setting VARCHAR;
--- schema v3 -> v4: the code fingerprint of a run, why a comparison has no pairs, the resampling cluster of an item
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS code VARCHAR;
-ALTER TABLE comparisons ADD COLUMN IF NOT EXISTS unpaired VARCHAR;
-ALTER TABLE items ADD COLUMN IF NOT EXISTS cluster VARCHAR;
--- schema v4 -> v5: no new column; runs.code moves to the fingerprint rule of every Python (_recode_v4)
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.code, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, r.suite,
        CAST(r.suite_config AS VARCHAR) AS suite_config, r.profile, r.seed, r.variant, s.task, s.language, s.split,
@@ -186,13 +163,23 @@ class Store:
         finally:
             con.close()
 
+    @contextmanager
+    def reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection to a database of this schema version, for :mod:`harness.results.queries`
+        (the module that holds the read SQL); EmptyStoreError for a file without the harness's tables."""
+        with self._connect(read_only=True) as con:
+            _check_schema(con, self.path, writing=False)
+            yield con
+
     def _check_intact(self) -> None:
-        """Read every column of every table before a write opens the file read-write: DuckDB checks
-        each block's checksum as it reads it, so a damaged database (cut short, a flipped byte) is
-        refused with its one-line error and left byte-identical, never rewritten."""
+        """Before a write opens the file read-write: its schema version, then every column of every
+        table read read-only (DuckDB checks each block's checksum as it reads it), so a store of
+        another version or a damaged one (cut short, a flipped byte) is refused with its one-line
+        error and left byte-identical, never rewritten."""
         if not self.path.exists():
             return
         with self._connect(read_only=True) as con:
+            _check_schema(con, self.path, writing=True)
             tables = con.execute("SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'").fetchall()
             for (table,) in tables:
                 con.execute(f'SELECT max(hash(COLUMNS(*))) FROM "{table}"').fetchall()
@@ -202,13 +189,9 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._check_intact()
         with self._connect(read_only=False) as con:
-            _check_schema(con, self.path, writing=True)
-            version = _schema_version(con)
             con.execute(SCHEMA)
             con.execute("BEGIN TRANSACTION")
             try:
-                if version is not None and version < 5:
-                    _recode_v4(con)
                 con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
                 yield con
                 con.execute("COMMIT")
@@ -237,15 +220,10 @@ class Store:
         return ingested is not None and rec.run_id in ingested
 
     def upgrade(self) -> None:
-        """Bring a database of an older schema version up to this one in place (a writer's first
-        step, so that its reads work); a database of this version, or none, is left untouched."""
-        if not self.path.exists():
-            return
-        with self._connect(read_only=True) as con:
-            version = _schema_version(con)
-        if version is not None and version < SCHEMA_VERSION:
-            with self._write():
-                pass
+        """A writer's first step, before anything is planned or read: the checks every write makes
+        (:meth:`_check_intact`). There is nothing to bring up to date: this harness reads and writes
+        schema v5 only, so a store of another version, or a damaged one, is refused here with its one line."""
+        self._check_intact()
 
     def ingest(self) -> list[str] | None:
         """Ingest every pending journal record and mark runs of dead processes failed, in one
@@ -307,32 +285,17 @@ class Store:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        """Read-only, parameterised query (on a database of this schema version)."""
-        with self._connect(read_only=True) as con:
-            _check_schema(con, self.path, writing=False)
-            return con.execute(sql, params or []).df()
-
     def tables(self) -> set[str]:
         """The tables the database holds: none for a missing file or a DuckDB file without the
-        harness's tables (where :meth:`query` raises EmptyStoreError), so a reader can show an empty view."""
+        harness's tables (where a read raises EmptyStoreError), so a reader can show an empty view."""
         if not self.path.exists():
             return set()
         with self._connect(read_only=True) as con:
             return _tables(con)
 
     def items(self, run_id: str) -> list[ItemOutputs]:
-        """A run's per-item outputs, one ItemOutputs per task x language x split x metric, items in stored order."""
-        optional = "CASE WHEN count({0}) = 0 THEN NULL ELSE list({0} ORDER BY rowid) END"
-        with self._connect(read_only=True) as con:
-            _check_schema(con, self.path, writing=False)
-            rows = con.execute(
-                "SELECT task, language, split, metric, list(item ORDER BY rowid), list(value ORDER BY rowid), "
-                f"{optional.format('prediction')}, {optional.format('gold')}, {optional.format('weight')}, {optional.format('cluster')} "
-                "FROM items WHERE run_id = ? GROUP BY task, language, split, metric ORDER BY min(rowid)",
-                [run_id],
-            ).fetchall()
-        return [ItemOutputs(*row[:4], *(tuple(v or ()) for v in row[4:])) for row in rows]
+        """A run's per-item outputs (:func:`harness.results.queries.run_items`)."""
+        return queries.run_items(self, run_id)
 
     def find_finished(self, spec: RunSpec) -> RunRecord | None:
         """The newest finished run with the same config hash, if any (run reuse): in the database, or
@@ -343,43 +306,20 @@ class Store:
         if not self.path.exists():
             return None
         try:
-            ids = self.query(
-                "SELECT run_id FROM runs WHERE config_hash = ? AND status = 'finished' ORDER BY finished_at DESC LIMIT 1",
-                [spec.config_hash],
-            )
+            run_id = queries.newest_finished(self, spec.config_hash)
         except EmptyStoreError:
             return None
-        return self.load(ids.run_id[0]) if len(ids) else None
+        return self.load(run_id) if run_id is not None else None
 
     def stale_run_ids(self) -> list[str]:
         """Runs made by other code than the installed one (their code fingerprint differs, or they
         have none): kept in the store, never reused, hidden by default from results and the leaderboard."""
-        runs = self.query("SELECT run_id, adapter, suite, code FROM runs")
-        return [r for r, a, s, c in zip(runs.run_id, runs.adapter, runs.suite, runs.code) if is_stale(a, s, c)]
+        return queries.stale_run_ids(self)
 
     def load(self, run_id: str) -> RunRecord:
         """One run with its scores, comparisons, compression, fit and efficiency; per-item outputs stay
         in the ``items`` table (:meth:`items`), so ``items`` is empty here."""
-        with self._connect(read_only=True) as con:
-            _check_schema(con, self.path, writing=False)
-            cur = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id = ?", [run_id])
-            row = cur.fetchone()
-            if row is None:
-                raise StoreError(f"no run '{run_id}' in {self.path}; list runs with `harness list runs`")
-            r = dict(zip(RUN_COLUMNS, row))
-            scores = con.execute(f"SELECT {', '.join(SCORE_COLUMNS)} FROM scores WHERE run_id = ?", [run_id]).fetchall()
-            comparisons = con.execute(f"SELECT {', '.join(COMPARISON_COLUMNS)} FROM comparisons WHERE run_id = ?", [run_id]).fetchall()
-            comp = con.execute(
-                "SELECT embedding_params_before, embedding_params_after, storage_bytes_before, storage_bytes_after, "
-                "total_params_before, total_params_after, vocab_size_before, vocab_size_after, freed_slots "
-                "FROM compression WHERE run_id = ?",
-                [run_id],
-            ).fetchone()
-            eff = con.execute(
-                "SELECT phase, batch, seq_len, samples_ms, p50_ms, p95_ms, throughput, peak_mem_mb FROM efficiency WHERE run_id = ?",
-                [run_id],
-            ).fetchall()
-        return _record_from_row(r, scores, comp, eff, comparisons)
+        return queries.record(self, run_id)
 
 
 def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -395,43 +335,21 @@ def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
     return int(row[0]) if row is not None else SCHEMA_VERSION
 
 
-def _recode_v4(con: duckdb.DuckDBPyConnection) -> None:
-    """Schema v4 -> v5: fingerprints move from ``ast.dump`` (whose text depends on the Python) to
-    :func:`harness.results.fingerprint.serialize`. A run whose stored fingerprint is the old rule's
-    for the installed code (:func:`~harness.results.legacy_fingerprint.legacy_code_fingerprint`)
-    gets the new rule's, with the config hash and variant that contain it: it stays current and
-    reused. A run the old rule called stale keeps its fingerprint and stays stale."""
-    rows = con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE coalesce(code, '') <> ''").fetchall()
-    codes: dict[tuple[str, str], tuple[str, str]] = {}
-    updates = []
-    for row in rows:
-        r = dict(zip(RUN_COLUMNS, row))
-        pair = (r["adapter"], r["suite"])
-        if pair not in codes:
-            codes[pair] = (legacy_code_fingerprint(*pair), code_fingerprint(*pair))
-        old, new = codes[pair]
-        if old and r["code"] == old:
-            spec = dataclasses.replace(_spec_from_row(r), code=new)
-            updates.append([new, spec.config_hash, spec.variant, r["run_id"]])
-    if updates:
-        con.executemany("UPDATE runs SET code = ?, config_hash = ?, variant = ? WHERE run_id = ?", updates)
-
-
 def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, writing: bool) -> None:
-    """Refuse a database of a newer schema version; an older one (v2 on) a writer upgrades in place
-    and a reader refuses, naming the command that upgrades it."""
+    """Refuse a database of another schema version with one line; a reader also refuses a file
+    without the harness's tables (EmptyStoreError: no runs yet), which a writer fills."""
     version = _schema_version(con)
     if version is None:
         if not writing and "runs" not in _tables(con):
             raise EmptyStoreError(f"no runs in {path} yet; `harness run --suite SUITE --adapter ADAPTER --db {path}` stores the first")
         return
-    if version > SCHEMA_VERSION or version < 2:
-        raise StoreError(f"{path} has results schema v{version}, this harness uses v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")
-    if version < SCHEMA_VERSION and not writing:
+    if version < SCHEMA_VERSION:
         raise StoreError(
-            f"{path} has results schema v{version} (older than v{SCHEMA_VERSION}); upgrade it in place with "
-            f"`harness reference load --db {path}` (or any harness run on it)"
+            f"{path} was written by an older harness (schema v{version}); this harness reads v{SCHEMA_VERSION}: "
+            "re-make it with `make reference FRESH=1` or `harness run ... --db NEW.duckdb`"
         )
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path} has results schema v{version}, this harness uses v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")
 
 
 def _items_frame(rec: RunRecord) -> pd.DataFrame:
@@ -448,35 +366,3 @@ def _items_frame(rec: RunRecord) -> pd.DataFrame:
             "cluster": list(it.clusters) if it.clusters else [None] * n,
         }))
     return pd.concat(frames, ignore_index=True)
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(timezone.utc).isoformat(timespec="seconds")
-
-
-def _spec_from_row(r: dict) -> RunSpec:
-    return RunSpec(
-        r["model"], r["model_revision"], r["adapter"], json.loads(r["adapter_config"]), r["suite"],
-        json.loads(r["suite_config"]), r["profile"], r["seed"], json.loads(r["recipe"]),
-        json.loads(r["adapter_budget"] or "{}"), json.loads(r["data"] or "{}"), json.loads(r["fit_data"] or "{}"),
-        r["code"] or "",
-    )
-
-
-def _record_from_row(r: dict, scores: list, comp: tuple | None, eff: list, comparisons: list) -> RunRecord:
-    spec = _spec_from_row(r)
-    prov = Provenance(
-        r["git_sha"], r["adapter_package"], r["adapter_version"], r["host"], r["pid"],
-        json.loads(r["hardware"]), json.loads(r["versions"]), json.loads(r["data_files"]),
-    )
-    return RunRecord(
-        run_id=r["run_id"], spec=spec, status=r["status"], started_at=_iso(r["started_at"]), device=r["device"],
-        provenance=prov, finished_at=_iso(r["finished_at"]) if r["finished_at"] else None, wall_s=r["wall_s"],
-        error=r["error"], baseline_run_id=r["baseline_run_id"],
-        compression=CompressionReport(*comp) if comp else None,
-        fit=FitReport(r["fit_seconds"], json.loads(r["fit_details"] or "{}")) if r["fit_seconds"] is not None else None,
-        scores=[Score(*s) for s in scores],
-        efficiency=[LatencyStats(e[0], e[1], e[2], tuple(e[3]), *e[4:]) for e in eff],
-        details=json.loads(r["details"]) if r["details"] else {},
-        comparisons=[Comparison(*c) for c in comparisons],
-    )

@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import ConfigError, HarnessError
+from harness.results import queries
 from harness.results.records import RunSpec
 from harness.results.store import Store
 from harness.runner.plan import RunRequest, plan
@@ -117,11 +118,7 @@ def _stored(store: Store) -> pd.DataFrame:
     columns = ["run_id", "config_hash", "model", "adapter", "suite", "profile", "seed", "adapter_config", "suite_config", "recovery", "minutes", "finished_at"]
     if "runs" not in store.tables():  # no file yet, or a DuckDB file without the harness's tables: every entry is missing
         return pd.DataFrame(columns=columns)
-    runs = store.query(
-        "SELECT run_id, config_hash, model, adapter, suite, profile, seed, CAST(adapter_config AS VARCHAR) AS adapter_config, "
-        "CAST(suite_config AS VARCHAR) AS suite_config, CAST(recipe AS VARCHAR) AS recipe, wall_s / 60 AS minutes, finished_at "
-        "FROM runs WHERE status = 'finished' ORDER BY finished_at DESC"
-    )
+    runs = queries.finished_runs(store)
     return runs.assign(
         adapter_config=runs.adapter_config.map(json.loads), suite_config=runs.suite_config.map(json.loads),
         recovery=runs.recipe.map(lambda r: _recovery(json.loads(r or "{}"))),

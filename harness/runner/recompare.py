@@ -25,6 +25,7 @@ import sys
 import numpy as np
 
 from harness.measure.compare import AVERAGE, compare, items_behind
+from harness.results import queries
 from harness.results.records import ItemOutputs, RunRecord
 from harness.results.store import Store
 from harness.suite import parallel, score_items
@@ -66,11 +67,9 @@ def recompare(store: Store, run_id: str, baseline: RunRecord | None = None) -> R
 
 def recompare_all(store: Store) -> list[tuple[RunRecord, RunRecord]]:
     """Every finished run, baselines first; (before, after) of each."""
-    store.upgrade()
-    runs = store.query("SELECT run_id, adapter, baseline_run_id FROM runs WHERE status = 'finished' ORDER BY adapter <> 'none', started_at")
     done: dict[str, RunRecord] = {}
     out = []
-    for run_id, base_id in zip(runs.run_id, runs.baseline_run_id):
+    for run_id, base_id in queries.finished_baselines_first(store):
         before = store.load(run_id)
         done[run_id] = recompare(store, run_id, done.get(base_id) if isinstance(base_id, str) else None)
         out.append((before, done[run_id]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from harness.results import liveness
+from harness.results import liveness, queries
 from harness.results.store import Store
 from harness.sweep.driver import Progress
 from harness.sweep.points import Point
@@ -33,12 +33,7 @@ def _runs(store: Store, hashes: list[str]) -> list[tuple]:
     """(config_hash, status, run_id, host, pid, started_at, wall_s, error) from the database and pending records."""
     rows = []
     if store.path.exists():
-        frame = store.query(
-            "SELECT config_hash, status, run_id, host, pid, CAST(started_at AS VARCHAR) AS started_at, wall_s, error "
-            "FROM runs WHERE list_contains(?, config_hash)",
-            [hashes],
-        )
-        rows = [tuple(r) for r in frame.itertuples(index=False)]
+        rows = queries.runs_of_configs(store, hashes)
     for e in store.journal.pending():  # newer than the database where both hold a run
         r = e.record
         rows = [row for row in rows if row[2] != r.run_id]

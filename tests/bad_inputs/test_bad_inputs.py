@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.results.journal import Journal
-from harness.results.store import Store
+from tests.conftest import read_sql
 
 HARNESS = os.path.join(os.path.dirname(sys.executable), "harness")
 BASE = ["run", "--suite", "xnli", "--device", "cpu"]
@@ -139,9 +139,8 @@ CASES = [
 
 def _digest(db: Path) -> str:
     """The finished runs and their scores, as a hash (a failed run added by a case is allowed)."""
-    store = Store(db)
-    runs = store.query("SELECT * EXCLUDE (hardware, versions) FROM runs WHERE status = 'finished' ORDER BY run_id")
-    scores = store.query("SELECT s.* FROM scores s JOIN runs r USING (run_id) WHERE r.status = 'finished' ORDER BY ALL")
+    runs = read_sql(db, "SELECT * EXCLUDE (hardware, versions) FROM runs WHERE status = 'finished' ORDER BY run_id")
+    scores = read_sql(db, "SELECT s.* FROM scores s JOIN runs r USING (run_id) WHERE r.status = 'finished' ORDER BY ALL")
     return hashlib.sha256((runs.to_csv() + scores.to_csv()).encode()).hexdigest()
 
 
@@ -172,7 +171,7 @@ def _assert_intact(db: Path, digest: str) -> None:
 
 def _stored(db: Path) -> tuple[int, int]:
     """Runs in the database (any status) and run records in its journal."""
-    return len(Store(db).query("SELECT run_id FROM runs")), len(list(db.with_name(db.stem + ".records").glob("*.json")))
+    return len(read_sql(db, "SELECT run_id FROM runs")), len(list(db.with_name(db.stem + ".records").glob("*.json")))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -194,7 +193,7 @@ def test_catalogue_has_at_least_25_cases():
 
 
 # Cases that need more than a command line; each is a test below and a row in README.md.
-SPECIAL = ["locked database", "corrupt database", "damaged database", "empty database", "read-only database folder", "full disk", "NaN training loss", "SIGINT mid-run"]
+SPECIAL = ["locked database", "corrupt database", "damaged database", "older schema", "empty database", "read-only database folder", "full disk", "NaN training loss", "SIGINT mid-run"]
 
 
 def test_empty_database(tmp_path):
@@ -273,6 +272,28 @@ def test_damaged_database(damage, shared_db, tmp_path):
     assert not list(tmp_path.glob("results.records/*.json"))  # no run started
 
 
+def test_older_schema(shared_db, tmp_path):
+    """A store an older harness wrote (its meta row says schema v4): every command, reader or writer,
+    refuses it with one line naming the schema this harness reads and how to re-make the store, and
+    leaves it byte-identical."""
+    import duckdb
+
+    db = tmp_path / "results.duckdb"
+    shutil.copy(shared_db[0], db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    older = db.read_bytes()
+    (run_id,) = read_sql(db, "SELECT run_id FROM runs WHERE adapter = 'asg'").run_id
+    for command in (["reference", "load"], [*RUN, "--adapter", "asg"], ["results"], ["list", "runs"], ["show", run_id]):
+        result = CliRunner().invoke(app, [*command, "--db", str(db)])
+        assert result.exit_code == 2, (command, result.output)
+        assert _error_line(result.stderr) == (
+            f"error: {db} was written by an older harness (schema v4); this harness reads v5: "
+            "re-make it with `make reference FRESH=1` or `harness run ... --db NEW.duckdb`"), command
+        assert db.read_bytes() == older, command
+    assert not list(tmp_path.glob("results.records/*.json"))  # no run started
+
+
 def _mount_tmpfs(folder: Path, size: str) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to mount a tmpfs (a read-only or full file system)")
@@ -332,7 +353,7 @@ def test_nan_training_loss(shared_db, tmp_path, minilm_ref):
     result = CliRunner().invoke(app, [*BASE, "--profile", "smoke", "--model", str(tmp_path / "nan-minilm"), "--adapter", "asg", "--db", str(db)])
     assert result.exit_code == 2, result.output
     assert "fine-tuning diverged: the mean training loss is nan" in _error_line(result.stderr)
-    failed = Store(db).query("SELECT error FROM runs WHERE status = 'failed' AND model LIKE '%nan-minilm%'")
+    failed = read_sql(db, "SELECT error FROM runs WHERE status = 'failed' AND model LIKE '%nan-minilm%'")
     assert len(failed) == 1 and failed.error[0].startswith("TrainingError: fine-tuning diverged")
     _assert_intact(db, digest)
 
@@ -357,7 +378,7 @@ def test_sigint_mid_run(shared_db):
     assert proc.returncode == 130, stderr
     assert "interrupted; the run in progress is recorded as failed" in _error_line(stderr)
     (new,) = set(records.glob("*.json")) - before
-    run = Store(db).query("SELECT status, error FROM runs WHERE run_id = ?", [new.stem])
+    run = read_sql(db, "SELECT status, error FROM runs WHERE run_id = ?", [new.stem])
     assert run.to_dict("records") == [{"status": "failed", "error": "interrupted (SIGINT)"}]
     assert not list(records.glob("*.lease"))
     _assert_intact(db, digest)
