@@ -25,6 +25,7 @@ from harness.measure.statistics import CLASSIFICATION_METRICS, confusion_statist
 from harness.results.records import ItemOutputs, RunRecord, Score
 from harness.registry import SUITES
 from harness.results.store import Store
+from tests.conftest import read_sql
 
 DB = Path(__file__).resolve().parents[1] / "results.duckdb"
 XNLI_TEST_ROWS = 5010  # rows of each language of XNLI's test file, which the suite's row sample permutes
@@ -37,7 +38,7 @@ PAIRED = ("pct_base_ci_low", "pct_base_ci_high", "difference_ci_low", "differenc
 def _suites() -> list[str]:
     if not DB.exists():
         return []
-    return list(Store(DB).query("SELECT DISTINCT suite FROM runs WHERE status = 'finished' ORDER BY suite").suite)
+    return list(read_sql(DB, "SELECT DISTINCT suite FROM runs WHERE status = 'finished' ORDER BY suite").suite)
 
 
 def _loaded(store: Store, run_id: str) -> RunRecord:
@@ -49,8 +50,8 @@ def _checked(suite: str) -> list[tuple[RunRecord, RunRecord]]:
     with itself) and the newest method run compared with it. Only runs that carry a code fingerprint:
     the store's older runs were scored by other statistics (scipy per replicate, float32 STS-B)."""
     store = Store(DB)
-    runs = store.query("SELECT run_id, adapter, CAST(suite_config AS VARCHAR) AS config, baseline_run_id FROM runs "
-                       "WHERE status = 'finished' AND suite = ? AND code IS NOT NULL ORDER BY started_at DESC", [suite])
+    runs = read_sql(DB, "SELECT run_id, adapter, CAST(suite_config AS VARCHAR) AS config, baseline_run_id FROM runs "
+                         "WHERE status = 'finished' AND suite = ? AND code IS NOT NULL ORDER BY started_at DESC", [suite])
     out = []
     for config in dict.fromkeys(runs.config[runs.adapter == "none"]):
         base_id = next(r for r, a, c in zip(runs.run_id, runs.adapter, runs.config) if a == "none" and c == config)
