@@ -219,10 +219,10 @@ class Store:
             return False
         return ingested is not None and rec.run_id in ingested
 
-    def upgrade(self) -> None:
-        """A writer's first step, before anything is planned or read: the checks every write makes
-        (:meth:`_check_intact`). There is nothing to bring up to date: this harness reads and writes
-        schema v5 only, so a store of another version, or a damaged one, is refused here with its one line."""
+    def check_writable(self) -> None:
+        """A writer's first step, before any run starts: the checks every write makes
+        (:meth:`_check_intact`), so a store of another schema version, or a damaged one, is refused
+        with its one line before any work is done."""
         self._check_intact()
 
     def ingest(self) -> list[str] | None:

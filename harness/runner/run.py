@@ -92,7 +92,7 @@ def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progres
     """Run (or reuse) the baseline, then the requested method; returns both outcomes. ``say`` gets the
     recovery estimate of a method run that will recover (:mod:`harness.runner.estimate`)."""
     p = plan(request)
-    store.upgrade()  # an older schema is brought up to date before anything reads it
+    store.check_writable()  # a damaged store or one of another schema is refused before any work
     if "recover" in p.stages and (p.force or store.find_finished(p.spec) is None):
         progress("time a recovery step", 0, 1)
         say(estimate.recovery(p).line())
