@@ -55,3 +55,12 @@ def test_bench_rejects_unknown_section_in_one_line():
     result = CliRunner().invoke(app, ["bench", "--only", "heads,speed"])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == ["error: unknown benchmark section(s) ['speed']; pick from heads, decode, memory, fit, after-fit"]
+
+
+def test_cold_calls_run_after_twice_the_last_level_cache_is_read():
+    from harness.benchmarks.timing import Evictor, last_level_cache_bytes, time_ms
+
+    evict = Evictor("cpu")
+    assert evict.bytes == 2 * last_level_cache_bytes("cpu") == evict.buffer.numel() * 4 and evict.bytes >= 2 * 2**20
+    calls = []
+    assert time_ms(lambda: calls.append(len(calls)), "cpu", 3, evict) >= 0 and calls == [0, 1, 2]
