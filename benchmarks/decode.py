@@ -61,11 +61,12 @@ def amdahl_bound(step: float, parts: list[tuple[float, float]]) -> float:
 
 
 def paths_note(embed: nn.Module, head: nn.Module) -> str:
-    """The paths the ASG modules took, with their calls: "head fused C++ kernel x40; lookup torch x41"."""
+    """The paths the ASG modules took, with their calls: "head Triton kernels x1 + Triton kernels, CUDA
+    graph x96; lookup Triton kernel x97"."""
     parts = []
     for what, module in (("head", head), ("lookup", embed)):
         counts = kernel_paths.taken(module).get("", {})
-        parts.append(f"{what} " + ", ".join(f"{path} x{calls}" for path, calls in counts.items()))
+        parts.append(f"{what} " + " + ".join(f"{path} x{calls}" for path, calls in counts.items()))
     return "; ".join(parts)
 
 
