@@ -1,6 +1,6 @@
 """Paired timing: a reference and a method timed in alternating rounds (ABAB), so drift in machine
 load hits both; medians per side and the median of the per-round ratios. CUDA: events around the
-calls and ``torch.cuda.max_memory_allocated`` per side.
+calls, and peak memory with only the measured module resident (:func:`resident_peak_mb`).
 
 Each call is timed hot (back to back: what it reads stays in the caches) and cold (:class:`Evictor`:
 a buffer twice the last-level cache is read before each call, and only the call is timed), as a
@@ -99,17 +99,6 @@ def _one_cold_call(fn: Callable[[], object], device: str, evict: Evictor) -> flo
     begin = time.perf_counter()
     fn()
     return (time.perf_counter() - begin) * 1000.0
-
-
-def peak_mb(fn: Callable[[], object], device: str) -> float:
-    """CUDA memory high-water mark (MiB) of one call of ``fn``; NaN on CPU."""
-    if not device.startswith("cuda"):
-        return math.nan
-    _sync(device)
-    torch.cuda.reset_peak_memory_stats()
-    fn()
-    _sync(device)
-    return torch.cuda.max_memory_allocated() / 2**20
 
 
 def tensor_bytes(*modules: torch.nn.Module) -> int:
