@@ -33,7 +33,7 @@ class Row:
     floor: float | None = None
     note: str = ""
     load: float = math.nan          # 1-minute load average when the row was measured
-    base_peak_mb: float = math.nan  # CUDA max allocated (GPU runs)
+    base_peak_mb: float = math.nan  # CUDA peak with only that side resident (GPU runs)
     method_peak_mb: float = math.nan
 
     @classmethod

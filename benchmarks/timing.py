@@ -30,7 +30,7 @@ class Pair:
     low: float  # smallest and largest per-round ratio
     high: float
     rounds: int
-    base_peak_mb: float = math.nan  # CUDA max allocated while the side ran (NaN on CPU)
+    base_peak_mb: float = math.nan  # CUDA peak of a call with only that side resident (NaN on CPU)
     method_peak_mb: float = math.nan
 
 
