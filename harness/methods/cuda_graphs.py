@@ -55,8 +55,10 @@ class GraphedCalls:
         key = (tuple(x.shape), x.dtype, x.device, torch.is_inference_mode_enabled(), *identity)
         entry = self.graphs.get(key)
         if entry is None:
+            if len(self.graphs) >= MAX_GRAPHS:
+                return call(x)
             self.seen[key] += 1
-            if self.seen[key] < 2 or len(self.graphs) >= MAX_GRAPHS:
+            if self.seen[key] < 2:
                 return call(x)
             entry = self._capture(call, x, key)
             if entry is None:
