@@ -28,7 +28,7 @@ from harness.methods import kernel_paths
 
 
 def decode_target(shape: str, device: str) -> float | None:
-    """Issues 43 and 53's goal: on CUDA, greedy decoding with ASG's modules >= 1.05x the unchanged
+    """The goal: on CUDA, greedy decoding with ASG's modules >= 1.05x the unchanged
     model's tokens/s on the Llama-3 shape, every round above 1x (:attr:`Row.floor`)."""
     return 1.05 if device.startswith("cuda") and shape == "llama3-size" else None
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Every GPU check in one command, on a machine with one CUDA GPU, in this order (issue 53):
+# Every GPU check in one command, on a machine with one CUDA GPU, in this order:
 #   1. main_job: the README's main job on CUDA (xnli, asg, quick profile), timed;
 #   2. gpu_tier: the gpu test tier (pytest -m gpu: every adapter on CUDA, the kernels against their
 #      references, the head's own CUDA graphs, an out-of-vocabulary id, the main job's and the

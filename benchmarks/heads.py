@@ -245,11 +245,11 @@ def compressed_heads(shape: Shape, table: torch.Tensor, asg: ConceptEmbedding) -
 
 
 def head_targets(shape: Shape, device: str) -> dict[tuple[str, int, str], float]:
-    """The ratios over the dense head each head must reach, by (head, batch, regime). CPU (issues 20
-    and 53): ASG >= 10x hot at batch 1, >= 5x hot at batch 32. CUDA, an H100: as a run calls it,
-    cold (issue 53), ASG >= 10x at batch 1 on the Llama-3 shape and >= 1.5x on SmolLM2's; replayed
-    from a CUDA graph, hot (issue 43), on the Llama-3 shape ASG >= 20x at batch 1 and >= 8x at batch
-    32, k-sub >= 30x at batch 1; on SmolLM2's, ASG >= 2x at batch 1."""
+    """The ratios over the dense head each head must reach, by (head, batch, regime). CPU: ASG >= 10x
+    hot at batch 1, >= 5x hot at batch 32. CUDA, an H100: as a run calls it, cold, ASG >= 10x at
+    batch 1 on the Llama-3 shape and >= 1.5x on SmolLM2's; replayed from a CUDA graph, hot, on the
+    Llama-3 shape ASG >= 20x at batch 1 and >= 8x at batch 32, k-sub >= 30x at batch 1; on
+    SmolLM2's, ASG >= 2x at batch 1."""
     asg, ksub = f"asg k={shape.k} m={shape.m}", f"ksub K={shape.K}"
     if not device.startswith("cuda"):
         return {(asg, 1, "hot"): 10.0, (asg, 32, "hot"): 5.0}

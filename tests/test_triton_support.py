@@ -1,4 +1,4 @@
-"""A Triton path that cannot crash a run (issues 43.2 and 53.4): without Triton, or where its kernels
+"""A Triton path that cannot crash a run: without Triton, or where its kernels
 do not build, a CUDA model keeps its torch reference path and says so once; an id outside the
 vocabulary raises on CUDA the IndexError it raises on the CPU.
 

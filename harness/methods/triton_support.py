@@ -70,7 +70,7 @@ def _probe(device_type: str) -> None:
 
 
 def attempt(kernel: str, launch: Callable[[], T]) -> T | None:
-    """``launch()``, or None when ``kernel`` failed to build in this process (now or before): the
+    """``launch()``, or None when ``kernel`` failed to build in this process (in this call or an earlier one): the
     caller then takes its torch path. The first failure of each kernel gives one line of warning
     and stays in :func:`failures`. Only the launch may run inside: a check that must raise (an id
     outside the vocabulary) belongs before it."""
