@@ -26,6 +26,8 @@ from typing import Callable
 
 import torch
 
+from harness.methods.triton_support import first_line
+
 MAX_STATES = 64
 """Hidden states per call up to which a shape is captured (a (64, V) float32 output: 32 MiB at V = 128,256)."""
 MAX_GRAPHS = 4
@@ -92,8 +94,6 @@ class GraphedCalls:
             with torch.cuda.graph(graph):
                 static_out, path = call(static_in)
         except Exception as err:  # noqa: BLE001  (whatever capture refused: a synchronizing op, an allocator limit)
-            from harness.methods.triton_support import first_line
-
             self.failed = first_line(err)
             warnings.warn(f"CUDA graph capture failed ({self.failed}): the head runs eagerly", stacklevel=4)
             return None
