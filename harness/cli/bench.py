@@ -15,7 +15,7 @@ SectionsOption = Annotated[str, typer.Option("--only", help="Comma-separated sec
 def bench(
     json_path: Annotated[Optional[Path], typer.Option("--json", help="Also write the rows and the environment as JSON here.")] = None,
     only: SectionsOption = "heads,decode,memory,fit,after-fit",
-    device: Annotated[str, typer.Option(help="cpu or cuda (absolute figures: CUDA events, max memory allocated).")] = "cpu",
+    device: Annotated[str, typer.Option(help="cpu or cuda (CUDA events; peak memory with only the measured head resident).")] = "cpu",
     rounds: Annotated[int, typer.Option(help="Alternating base/method rounds per comparison; medians over them.")] = 5,
     random_weights: Annotated[bool, typer.Option("--random", help="Random weights at the real shapes (no model packages, no faiss).")] = False,
     smoke: Annotated[bool, typer.Option(help="Tiny shapes and MiniLM, one round: checks that everything runs.")] = False,
@@ -23,7 +23,7 @@ def bench(
     llama_layers: Annotated[int, typer.Option(help="Decoder layers of the Llama-3-sized random model.")] = 2,
     threads: Annotated[int, typer.Option(help="torch threads (0 = torch's default).")] = 0,
 ) -> None:
-    """Output heads, greedy decoding, resident memory, fit time and latency after a fit, as a markdown table."""
+    """Output heads (each cold and hot), greedy decoding, resident memory, fit time and latency after a fit, as a markdown table."""
     with user_errors():
         from harness.benchmarks.run import BenchOptions, run_benchmarks
 
