@@ -9,6 +9,7 @@ import typer
 
 from harness import devices
 from harness.cli.common import err_console, user_errors
+from harness.sidefiles import check_output
 
 SectionsOption = Annotated[str, typer.Option("--only", help="Comma-separated sections: heads, decode, memory, fit, after-fit.")]
 
@@ -28,6 +29,8 @@ def bench(
     with user_errors():
         from harness.benchmarks.run import BenchOptions, run_benchmarks
 
+        if json_path is not None:
+            check_output(json_path, "--json", folder=False)
         opts = BenchOptions(
             sections=tuple(s.strip() for s in only.split(",") if s.strip()), device=devices.resolve(device), rounds=rounds,
             random_weights=random_weights, smoke=smoke, niter=niter, llama_layers=llama_layers, threads=threads,
