@@ -10,6 +10,7 @@ import pandas as pd
 import typer
 
 from harness.cli.common import DbOption, user_errors
+from harness.errors import printable
 from harness.results.store import Store
 
 
@@ -33,14 +34,14 @@ def list_matrix(
         frame = matrix.status(entries, store, profile)
     if todo:
         for line in frame.entry[frame.todo & frame.section.ne(matrix.BASELINES)]:
-            typer.echo(line)
+            typer.echo(printable(line))
         return
-    typer.echo(f"reference matrix {file or matrix.MATRIX} against {store.path} ({profile} profile, seed {matrix.SEED})")
+    typer.echo(printable(f"reference matrix {file or matrix.MATRIX} against {store.path} ({profile} profile, seed {matrix.SEED})"))
     for section, part in frame.groupby("section", sort=False):
-        typer.echo(f"\n## {section or '(no section)'}")
+        typer.echo(f"\n## {printable(section) or '(no section)'}")
         for r in part.itertuples(index=False):
             state = r.status + (", baseline not current" if r.todo and r.status == matrix.CURRENT else "")
             minutes = "?" if pd.isna(r.minutes) else f"{r.estimate if r.estimate == '~' else ''}{r.minutes:.0f}"
             note = f"  # {r.note}" if r.note else ""
-            typer.echo(f"  {state:<30} {minutes:>5} min  {r.run_id if isinstance(r.run_id, str) else '-':<36} {r.entry}{note}")
+            typer.echo(printable(f"  {state:<30} {minutes:>5} min  {r.run_id if isinstance(r.run_id, str) else '-':<36} {r.entry}{note}"))
     typer.echo("\n" + matrix.summary_line(frame))

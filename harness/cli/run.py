@@ -63,8 +63,8 @@ def run(
         console.print(_seeds_table(runs))
     for o in (o for outcomes in runs for o in outcomes):
         if not o.stored:
-            err_console.print(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run")
-    console.print(f"results in {store.path}")
+            err_console.print(printable(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run"), markup=False)
+    console.print(f"results in {printable(str(store.path))}", markup=False)
     for line in chance_warnings([outcomes[-1].record for outcomes in runs]):
         err_console.print(line, highlight=False, markup=False)
 

@@ -60,7 +60,7 @@ def sweep(
     if progress.failed:
         err_console.print(f"{len(progress.failed)} point(s) failed; fix them and run the same sweep again to resume")
         raise typer.Exit(code=1)
-    typer.echo(f"results in {store.path}")
+    typer.echo(f"results in {printable(str(store.path))}")
 
 
 def _run(points, store: Store, backend: str, jobs: int, address: str | None, cpus: int, device: str):
