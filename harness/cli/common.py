@@ -38,6 +38,15 @@ def fitted_settings(config: dict, fit_details: dict | None, recipe: dict) -> str
     return config_label(resolved) + (f" ({'; '.join(rules)})" if rules else "")
 
 
+def quiet_transformers() -> None:
+    """transformers' own notices and progress bars (``Loading weights: 37%|...``) off for a command
+    that loads models: they would interleave with its progress lines and its error line."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def error_line(message: str) -> None:
     """``error: MESSAGE`` on stderr, one visible line: the names a message echoes pass through
     :func:`~harness.errors.printable`."""

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.common import DbOption, RichProgress, user_errors
+from harness.cli.common import DbOption, RichProgress, quiet_transformers, user_errors
 from harness.errors import ConfigError, printable
 
 cache_app = typer.Typer(help="The fit cache: fitted adapters reused by every suite and rerun with the same key.", no_args_is_help=True)
@@ -22,6 +22,7 @@ def export(
     from harness.runner.export import export as run_export
     from harness.results.store import Store
 
+    quiet_transformers()
     with user_errors(), RichProgress() as progress:
         folder = run_export(run_id, out, Store(db), progress)
     typer.echo(f"exported {run_id} to {printable(str(folder))}")

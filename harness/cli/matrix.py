@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import pandas as pd
 import typer
 
-from harness.cli.common import DbOption, user_errors
+from harness.cli.common import DbOption, quiet_transformers, user_errors
 from harness.errors import printable
 from harness.results.store import Store
 
@@ -23,11 +23,9 @@ def list_matrix(
     """The reference matrix against a store: each entry (and each baseline the entries share) current,
     stale (made by other code, data or budget) or missing, the run behind it and the minutes that run
     took; then the hours the whole matrix takes and what is still to do, by the stored runs' wall time."""
-    from transformers.utils import logging as hf_logging
-
     from harness.runner import matrix  # plans runs: torch and transformers, which the other listings never import
 
-    hf_logging.set_verbosity_error()
+    quiet_transformers()
     with user_errors():
         entries = matrix.read(file or matrix.MATRIX)
         store = Store(db)

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, user_errors
+from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, quiet_transformers, user_errors
 from harness.errors import ConfigError, printable
 from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
@@ -36,12 +36,9 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the whole request and print what would run: each run reused from the store or made; loads no model weights, trains and stores nothing.")] = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
-    from transformers.utils import logging as hf_logging
-
     from harness.runner.run import RunRequest, execute
 
-    hf_logging.set_verbosity_error()  # transformers' own progress bars and notices would interleave with ours
-    hf_logging.disable_progress_bar()
+    quiet_transformers()
     store = Store(db)
     runs = []
     with user_errors(), RichProgress() as progress:

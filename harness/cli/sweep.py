@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from harness.cli.common import DbOption, RichProgress, err_console, error_line, user_errors
+from harness.cli.common import DbOption, RichProgress, err_console, error_line, quiet_transformers, user_errors
 from harness.errors import ConfigError, printable
 from harness.results.store import Store
 
@@ -34,6 +34,7 @@ def sweep(
     from harness.sweep import grid as grids
     from harness.sweep.points import InvalidPoints, plan_points
 
+    quiet_transformers()
     with user_errors():
         if file is not None and (adapter or grid or suite):
             raise ConfigError("give a sweep FILE or --adapter/--grid/--suite, not both")
