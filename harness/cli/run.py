@@ -10,7 +10,6 @@ from rich.table import Table
 
 from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, quiet_transformers, user_errors
 from harness.errors import ConfigError, printable
-from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
 from harness.results.store import Store
 
@@ -164,6 +163,8 @@ def _pct_base(value: float | None, c) -> str:
 
 def _seeds_table(runs) -> Table:
     """Mean ± sd over seeds of the method's score, %Base and chance-adjusted %Base."""
+    from harness.measure.metrics import mean_sd  # scipy: seconds of every command's start, for this table only
+
     records = [outcomes[-1].record for outcomes in runs]
     table = Table(title=f"over seeds {', '.join(str(r.spec.seed) for r in records)}: mean ± sd")
     for title in ("task / language", "metric", "score", "%Base", "chance-adj. %Base"):
