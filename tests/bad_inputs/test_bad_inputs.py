@@ -97,6 +97,7 @@ CASES = [
     Case("unknown device", lambda e: [*RUN[:3], *RUN[5:], "--adapter", "asg", "--device", "tpu"], "unknown device 'tpu'"),
     Case("fraction not a number", lambda e: [*RUN, "--adapter", "sg", "--set", "fraction=most"], "fraction"),
     Case("fraction above 1", lambda e: [*RUN, "--adapter", "sg", "--set", "fraction=1.5"], "fraction"),
+    Case("setting not a finite number", lambda e: [*RUN, "--adapter", "ade", "--set", "temperature=inf"], "--set temperature=inf is not a finite number"),
     Case("boolean not true/false", lambda e: [*RUN, "--adapter", "asg", "--set", "shared=maybe"], "shared"),
     Case("m not dividing D", lambda e: [*RUN, "--adapter", "asg", "--set", "m=5"], "m=5 does not divide the hidden size 384"),
     Case("k > V", lambda e: [*RUN, "--adapter", "asg", "--set", "k=30523"], "exceeds the vocabulary size 30522"),
