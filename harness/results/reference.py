@@ -63,6 +63,7 @@ layers, 384 wide, XLM-R's 250k vocabulary) is a small encoder with XLM-R's vocab
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import defaultdict
 from collections.abc import Collection, Mapping
@@ -183,9 +184,12 @@ def _number(text: str, path: Path, line: int, column: str) -> float | None:
     if not text.strip():
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise DataError(f"{path}:{line}: {column}={text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise DataError(f"{path}:{line}: {column}={text!r} is not a finite number; a paper prints none such")
+    return value
 
 
 def _parse(raw: dict[str, str], path: Path, line: int) -> PaperResult:
