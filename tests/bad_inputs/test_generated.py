@@ -311,7 +311,7 @@ class Scratch:
 
     def _data_cut(self, cut: str) -> Path:
         """A data folder of links to the shared files, ``cut`` a copy cut short inside a line."""
-        folder = self.root / "data"
+        folder = self.root / ("data-" + cut.replace("/", "-"))
         for entry in self.base.data.iterdir():
             if entry.name != cut.split("/")[0]:
                 (folder / entry.name).parent.mkdir(parents=True, exist_ok=True)
