@@ -62,8 +62,8 @@ layers, 384 wide, XLM-R's 250k vocabulary) is a small encoder with XLM-R's vocab
 
 from __future__ import annotations
 
-import csv
 import json
+import math
 import re
 from collections import defaultdict
 from collections.abc import Collection, Mapping
@@ -74,6 +74,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import DataError
+from harness.sidefiles import read_csv
 
 SUITE_NAMES = {"tydiqa": "qa", "mteb_classification": "mteb_clf", "word_similarity": "word_sim", "bytes_per_token": "tokenizer"}
 # metrics whose ratio to the baseline is a %Base; the others (counts, sizes, deltas) get none
@@ -175,15 +176,7 @@ def packaged_csv() -> Path:
 def read_paper_results(path: Path | None = None) -> list[PaperResult]:
     """Parse the CSV (default: the packaged copy) and fill %Base and the embedding fraction."""
     path = path or packaged_csv()
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
-            if missing:
-                raise DataError(f"{path} lacks columns {', '.join(missing)}; expected {', '.join(COLUMNS)}")
-            rows = [_parse(raw, path, line) for line, raw in enumerate(reader, start=2)]
-    except OSError as err:
-        raise DataError(f"cannot read {path}: {err.strerror}") from None
+    rows = [_parse(raw, path, line) for line, raw in read_csv(path, "paper-results CSV", COLUMNS)]
     return _derive_pct_base(_fill_emb_fraction(rows))
 
 
@@ -191,9 +184,12 @@ def _number(text: str, path: Path, line: int, column: str) -> float | None:
     if not text.strip():
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise DataError(f"{path}:{line}: {column}={text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise DataError(f"{path}:{line}: {column}={text!r} is not a finite number; a paper prints none such")
+    return value
 
 
 def _parse(raw: dict[str, str], path: Path, line: int) -> PaperResult:
