@@ -140,16 +140,18 @@ def verdict(figure: float, low: float | None, high: float | None, threshold: flo
 
 def _candidates(store: Store, claim: Claim, side: Runs, reference: PaperResult, hidden: list[str]) -> pd.DataFrame:
     """Finished runs of a side at the claim's profile, holding its settings, the claim's compression
-    level and every score its quantity reads; each with ``differs`` (why its regime or setting is not
+    level and every score its quantity reads (a level claim's, with its %Base); each with ``differs`` (why its regime or setting is not
     the paper's row's, ""), those in the paper's setting first, newest first."""
     q = claim.quantity.harness
     runs = queries.claim_runs(store, side.adapter, q.suite, *score_keys(q)[0], hidden)
     holds = runs.profile.eq(q.profile) & pd.Series([_holds(c, side) for c in runs.config], index=runs.index, dtype=bool)
     if claim.emb_range:  # the configurations the claim is about: those keeping this share of embedding parameters
         holds &= runs.emb_param_fraction.between(*claim.emb_range)
+    if claim.second is None:  # a level claim reads a %Base: the run has a baseline
+        holds &= runs.pct_base.notna()
     runs = runs[holds]
     if len(score_keys(q)) > 1:
-        runs = runs[[has_scores(store.load(r), q) for r in runs.run_id]]
+        runs = runs[pd.Series([has_scores(store.load(r), q) for r in runs.run_id], index=runs.index, dtype=bool)]
     p = SimpleNamespace(regime=paper_regime(reference.paper, reference.table), setting=reference.setting, notes=reference.notes)
 
     def differs(run: pd.Series) -> str:  # no metric here: proxy() compares the quantities
