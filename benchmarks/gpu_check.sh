@@ -12,8 +12,8 @@
 # Every output goes into one tarball, $OUT/gpu-check.tgz (OUT defaults to /tmp/gpu-check): summary.txt
 # (GPU, versions, each step's exit status and seconds; exit 124 = cut at its limit), one log per step,
 # bench.json, the recovery run's database. It is written when the script ends, however it ends.
-# Usage (the packed machine: docs/performance.md, "On a GPU"; the parts must include smollm2,
-# wikitext2 and c4_sample for step 4):
+# Usage (the packed machine: docs/performance.md, "On a GPU"; the parts must include me5-small and xnli,
+# wikitext2, c4_sample and unimorph for the tier, smollm2 for step 4):
 #   bash .gpu/run.sh --reinstall bash "$PWD/benchmarks/gpu_check.sh" "$PWD"
 set -u
 REPO=${1:?usage: gpu_check.sh PATH_OF_THE_CHECKOUT}

@@ -80,7 +80,9 @@ def test_scored_forward_stays_on_the_device(adapter):
             torch.cuda.set_sync_debug_mode("default")
         with _HostCopies() as copies:
             model(input_ids=ids)
-    assert copies.ops == (["aten._to_copy.default"] if adapter in ("asg", "ksub") else [])
+    # the one copy is a dtype-and-device conversion; torch names its overload by version (_to_copy, to.dtype_layout)
+    assert len(copies.ops) == (1 if adapter in ("asg", "ksub") else 0)
+    assert all(op.startswith(("aten._to_copy.", "aten.to.")) for op in copies.ops)
 
 
 def _asg_head(vocab: int = 1001, m: int = 8, k: int = 300, d: int = 4):
@@ -122,6 +124,9 @@ def test_a_call_that_cannot_be_captured_runs_eagerly_with_one_notice():
         paths = [graphs(call, x)[1] for _ in range(4)]
     assert paths == ["eager", "eager (CUDA graph capture failed)", "eager", "eager"]
     assert len(caught) == 1 and graphs.failed
+    # the failed capture left the caller's stream current and torch's CUDA generator usable (dropout in training)
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    torch.nn.functional.dropout(torch.randn(4, device="cuda"), 0.5, training=True)
 
 
 def test_an_id_outside_the_vocabulary_raises_the_cpus_error():

@@ -83,19 +83,31 @@ class GraphedCalls:
         """Capture ``call`` on a copy of ``x`` after one warm-up call on a side stream (as torch's
         CUDA graph recipe asks: lazy workspaces are made outside the capture); None, with one line
         of warning, when the capture fails."""
-        try:
-            static_in = x.clone()
-            stream = torch.cuda.Stream(device=x.device)
-            stream.wait_stream(torch.cuda.current_stream(x.device))
-            with torch.cuda.stream(stream):
-                call(static_in)
-            torch.cuda.current_stream(x.device).wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                static_out, path = call(static_in)
-        except Exception as err:  # noqa: BLE001  (whatever capture refused: a synchronizing op, an allocator limit)
-            self.failed = first_line(err)
-            warnings.warn(f"CUDA graph capture failed ({self.failed}): the head runs eagerly", stacklevel=4)
-            return None
+        caller = torch.cuda.current_stream(x.device)
+        with torch.cuda.stream(caller):  # the caller's stream is current again however the capture ends
+            try:
+                static_in = x.clone()
+                stream = torch.cuda.Stream(device=x.device)
+                stream.wait_stream(caller)
+                with torch.cuda.stream(stream):
+                    call(static_in)
+                caller.wait_stream(stream)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    static_out, path = call(static_in)
+            except Exception as err:  # noqa: BLE001  (whatever capture refused: a synchronizing op, an allocator limit)
+                self.failed = first_line(err)
+                _end_generator_capture(x.device)
+                warnings.warn(f"CUDA graph capture failed ({self.failed}): the head runs eagerly", stacklevel=4)
+                return None
         self.graphs[key] = (static_in, graph, static_out, path)
         return self.graphs[key]
+
+
+def _end_generator_capture(device: torch.device) -> None:
+    """A capture that fails leaves the device's CUDA random generator marked as capturing (torch clears
+    the mark only when a capture ends well), and every later random op there (dropout in training)
+    raises "Offset increment outside graph capture"; one small capture that ends well clears it."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.device(device), torch.cuda.graph(graph):
+        torch.zeros(1, device=device).add_(1)
