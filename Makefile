@@ -52,7 +52,7 @@ test-portable:
 	db=$$(mktemp -d) && $(TEST_ENV) $(BIN)/harness run --suite xnli --adapter asg --profile smoke --db $$db/results.duckdb; \
 		status=$$?; rm -rf $$db; exit $$status
 
-# issue 20's performance table (heads, decode, memory; a few minutes on 2 cores)
+# the performance benchmarks (heads, decode, memory, fit; a few minutes on 2 cores)
 bench:
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks --json benchmarks/out/bench.json
 

@@ -1,4 +1,4 @@
-"""Pretraining with the method as a run option (issue 44, paper 001's regime at small scale):
+"""Pretraining with the method as a run option (paper 001's regime at small scale):
 ``--pretrain STEPS`` is planned with one budget for every arm, refused where it cannot apply, part of
 the run's identity and kept by its baseline (the full table pretrained alike), and run end to end on
 GLUE SST-2 (smoke): the full table, k-sub random and clustered, and the no-pretraining control; the

@@ -1,4 +1,4 @@
-"""``harness bench`` (also ``python -m benchmarks``): every performance benchmark of issue 20 in one process."""
+"""``harness bench`` (also ``python -m benchmarks``): every performance benchmark in one process."""
 
 from __future__ import annotations
 

@@ -51,9 +51,9 @@ paper       tables                                  regime (from the paper's tex
 
 A paper's baseline and comparator rows take their table's regime (the reference of that experiment).
 A run's regime is read from what it stored (:func:`run_regime`): its recipe's ``pretraining``
-(``--pretrain``, issue 44: a small encoder pretrained from scratch with the method's table, "pretrained
+(``--pretrain``: a small encoder pretrained from scratch with the method's table, "pretrained
 with the method (small scale)", or with 0 steps the control "not pretrained (from scratch)"), its
-``recovery`` steps (issue 32) or Vocab Diet's own distillation (``distill`` stage1 / stage2, the
+``recovery`` steps or Vocab Diet's own distillation (``distill`` stage1 / stage2, the
 paper's post-hoc training), and whether its suite fine-tunes (a recipe with training ``epochs``). A
 small-scale pretraining sits beside the paper's pretraining (:func:`scale_free`): the scale shows in
 the family, which for a pretrained run is its small encoder (:func:`run_family`). Families (:data:`FAMILIES`) name an architecture and size class, e.g. ``me5-small`` (12
@@ -266,14 +266,14 @@ def model_family(name: str | None) -> str:
 
 
 def recovery_of(recipe: Mapping | str | None) -> dict:
-    """A run's recovery training as its recipe stored it (``recipe["recovery"]``, issue 32); ``{}`` when it had none."""
+    """A run's recovery training as its recipe stored it (``recipe["recovery"]``); ``{}`` when it had none."""
     recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe if isinstance(recipe, Mapping) else {})  # NULL: NaN
     recovery = (recipe or {}).get("recovery") or {}
     return recovery if recovery.get("steps") else {}
 
 
 def pretraining_of(recipe: Mapping | str | None) -> dict:
-    """A run's pretraining as its recipe stored it (``recipe["pretraining"]``, ``--pretrain``, issue 44); ``{}`` when it had none."""
+    """A run's pretraining as its recipe stored it (``recipe["pretraining"]``, ``--pretrain``); ``{}`` when it had none."""
     recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe if isinstance(recipe, Mapping) else {})  # NULL: NaN
     return (recipe or {}).get("pretraining") or {}
 
@@ -286,7 +286,7 @@ def scale_free(regime: str) -> str:
 def run_regime(recipe: Mapping | str | None, adapter: str | None = None, config: Mapping | str | None = None) -> str:
     """A run's regime from what it stored: pretraining from scratch (the recipe's ``pretraining``:
     with steps, :data:`PRETRAINED_SMALL`; 0 steps, :data:`NOT_PRETRAINED`, + fine-tuned where the suite
-    fine-tunes), else recovery training (the recipe's ``recovery.steps`` > 0, issue 32, or an adapter's
+    fine-tunes), else recovery training (the recipe's ``recovery.steps`` > 0, or an adapter's
     own post-hoc training, :data:`OWN_RECOVERY`) and task fine-tuning (training ``epochs`` > 0 in the
     recipe, as the fine-tuning suites record), or neither."""
     recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe or {})

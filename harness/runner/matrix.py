@@ -1,4 +1,4 @@
-"""The committed store's reference matrix (issue 45.1): which `harness run` commands make it, and
+"""The committed store's reference matrix: which `harness run` commands make it, and
 which of them a store holds current.
 
 The matrix is data, ``matrix.txt`` beside this module (read by ``harness list matrix`` and ``make
