@@ -26,7 +26,7 @@ from harness.benchmarks.heads import LLAMA3, SMOLLM2, Shape, compressed_heads, h
 from harness.benchmarks.memory import memory_rows
 from harness.benchmarks.models import LLAMA3_LAYOUT, SMOLLM2_LAYOUT, TINY_LAYOUT, load_packaged, random_decoder
 from harness.benchmarks.report import BenchReport
-from harness.benchmarks.timing import environment, load_average
+from harness.benchmarks.timing import environment, load_average, provenance
 from harness.config import require_positive
 from harness.errors import ConfigError
 
@@ -89,7 +89,7 @@ def run_benchmarks(opts: BenchOptions, say: Callable[[str], None] = lambda messa
     """Run the selected sections; ``say`` gets one line per step."""
     if opts.threads:
         torch.set_num_threads(opts.threads)
-    report = BenchReport({**environment(opts.device), "load_start": load_average(), "options": asdict(opts)})
+    report = BenchReport({**provenance(), **environment(opts.device), "load_start": load_average(), "options": asdict(opts)})
     rounds = 1 if opts.smoke else opts.rounds
     if {"heads", "decode"} & set(opts.sections):
         for case in decoder_cases(opts):

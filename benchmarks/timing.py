@@ -8,16 +8,22 @@ head runs after a model's layers have filled the caches with their own weights."
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import os
 import platform
+import shlex
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from datetime import datetime, timezone
 from typing import Callable
 
 import torch
+
+from harness.runner.provenance import source
 
 
 @dataclass(frozen=True)
@@ -216,3 +222,26 @@ def environment(device: str) -> dict[str, object]:
     if device.startswith("cuda"):
         env["gpu"] = torch.cuda.get_device_name(device)
     return env
+
+
+def command_line() -> str:
+    """The command as typed: ``harness bench ...`` or ``python -m benchmarks ...``."""
+    program = Path(sys.argv[0]).name
+    program = "python -m benchmarks" if program == "__main__.py" else program
+    return " ".join([program, *map(shlex.quote, sys.argv[1:])])
+
+
+def provenance() -> dict[str, object]:
+    """What a reader needs to repeat the figures: the UTC date, the command, the commit (with
+    ``+dirty:...`` when the checkout has changes) and the versions of Python, torch and Triton."""
+    try:
+        triton = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        triton = None
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": command_line(),
+        "commit": source().git_sha,
+        "python": platform.python_version(),
+        "triton": triton,
+    }
