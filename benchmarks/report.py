@@ -6,8 +6,10 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness.benchmarks.timing import Pair
+if TYPE_CHECKING:
+    from harness.benchmarks.timing import Pair
 
 
 @dataclass(frozen=True)
@@ -53,26 +55,39 @@ class BenchReport:
     environment: dict[str, object]
     rows: list[Row] = field(default_factory=list)
 
-    def markdown(self) -> str:
+    @classmethod
+    def from_json(cls, data: dict) -> BenchReport:
+        """The report :meth:`write_json` wrote (``met`` is derived, so it is dropped)."""
+        return cls(data["environment"], [Row(**{k: v for k, v in row.items() if k != "met"}) for row in data["rows"]])
+
+    def provenance(self) -> str:
+        """When, how and from which code: the date, the command, the commit and the versions."""
+        env = self.environment
+        versions = ", ".join(f"{name} {env[name]}" for name in ("python", "torch", "triton") if env.get(name))
+        return (f"Measured {env.get('date', 'unknown')} (UTC): `{env.get('command', 'unknown')}` "
+                f"at commit {env.get('commit', 'unknown')}; {versions}.")
+
+    def markdown(self, notes: bool = True) -> str:
+        """The machine line, then one table row per :class:`Row`; ``notes=False`` leaves the notes column out."""
         gpu = any(not math.isnan(r.method_peak_mb) for r in self.rows)
         env = self.environment
         cache = f", last-level cache {env['last_level_cache_mib']:g} MiB" if "last_level_cache_mib" in env else ""
+        columns = ["section", "case", "base", "method", "ratio (range)", "target",
+                   "peak MiB base / method" if gpu else "load"] + (["notes"] if notes else [])
         lines = [
             (f"GPU {env['gpu']}, " if env.get("gpu") else "") + f"device {env['device']}, CPU {env['cpu']}{cache}, {env['cpu_cores']} cores, "
             f"{env['torch_threads']} torch threads, torch {env['torch']}, load {env.get('load_start', math.nan):.1f} at the start",
             "",
-            "| section | case | base | method | ratio (range) | target | load | notes |" if not gpu else
-            "| section | case | base | method | ratio (range) | target | peak MiB base / method | notes |",
-            "|---|---|---|---|---|---|---|---|",
+            "| " + " | ".join(columns) + " |",
+            "|" + "---|" * len(columns),
         ]
         for r in self.rows:
             floor = "" if r.floor is None else f", every round > {r.floor:g}x"
             target = "" if r.target is None else f"{r.target:g}x{floor} {'met' if r.met else 'NOT met'}"
             extra = f"{r.base_peak_mb:.0f} / {r.method_peak_mb:.0f}" if gpu else f"{r.load:.1f}"
-            lines.append(
-                f"| {r.section} | {r.case} | {r.base:.4g} {r.unit} | {r.method:.4g} {r.unit} "
-                f"| {r.ratio:.2f}x ({r.low:.2f}-{r.high:.2f}) | {target} | {extra} | {r.note} |"
-            )
+            cells = [r.section, r.case, f"{r.base:.4g} {r.unit}", f"{r.method:.4g} {r.unit}",
+                     f"{r.ratio:.2f}x ({r.low:.2f}-{r.high:.2f})", target, extra] + ([r.note] if notes else [])
+            lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
     def write_json(self, path: Path) -> None:
