@@ -7,7 +7,7 @@ WHEELS ?= $(HOME)/.cache/embedding-harness/wheels/$(shell $(PY) -c 'import sys; 
 
 LOCK := requirements.lock
 
-.PHONY: setup lock test test-portable bench reference
+.PHONY: setup lock test test-portable bench tables reference
 
 # torch first: a matching CPU/GPU build must be present before pip resolves the rest; everything
 # else at the versions of the lock (pip install embedding-harness alone takes pyproject's lower bounds).
@@ -55,6 +55,10 @@ test-portable:
 # the performance benchmarks (heads, decode, memory, fit; a few minutes on 2 cores)
 bench:
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks --json benchmarks/out/bench.json
+
+# docs/performance.md's measured tables, rendered from benchmarks/results/*.json
+tables:
+	$(BIN)/python -m benchmarks.tables
 
 # The committed results.duckdb: the reference matrix (harness/runner/matrix.txt; `harness list matrix` shows
 # each entry current, stale or missing), one `harness run` per entry still to do, quick profile (key=value is an

@@ -19,9 +19,9 @@ import typer
 from harness.benchmarks.report import BenchReport, Row
 from harness.errors import ConfigError, DataError
 
-BLOCK = re.compile(r"(<!-- table: (?P<path>\S+) -->\n)(?P<body>.*?)(<!-- end table -->)", re.DOTALL)
-OPEN = re.compile(r"<!-- table: ")
-VARIANT = re.compile(r" (reference|reference path|eager|lut=\S+|kernel vs its torch reference) @")
+BLOCK = re.compile(r"^(<!-- table: (?P<path>\S+) -->\n)(?P<body>.*?)^(<!-- end table -->)$", re.DOTALL | re.MULTILINE)
+OPEN = re.compile(r"^<!-- table: ", re.MULTILINE)  # markers stand on lines of their own
+VARIANT = re.compile(r" (reference|eager|lut=\S+|kernel vs its torch reference) @")
 
 
 def headline(row: Row) -> bool:
@@ -38,7 +38,10 @@ def render_table(path: Path) -> str:
         raise DataError(f"{path} does not exist; write it with `harness bench --json {path}` or drop its table markers") from None
     except json.JSONDecodeError as err:
         raise DataError(f"{path} is not JSON ({err}); write it again with `harness bench --json {path}`") from None
-    report = BenchReport.from_json(data)
+    try:
+        report = BenchReport.from_json(data)
+    except (KeyError, TypeError) as err:
+        raise DataError(f"{path} is not a bench JSON (no environment and rows: {err}); write it with `harness bench --json {path}`") from None
     shown = BenchReport(report.environment, [row for row in report.rows if headline(row)])
     return (f"{report.provenance()} {len(shown.rows)} of its {len(report.rows)} rows (the rest and the notes: "
             f"the JSON).\n{shown.markdown(notes=False)}\n")
