@@ -17,8 +17,8 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable
 
 import torch
