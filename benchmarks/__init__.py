@@ -3,5 +3,5 @@
 Installed as ``harness.benchmarks``. Modules: timing (ABAB pairs, cold and hot calls, CUDA events), heads
 (output heads vs the dense projection), decode (greedy tokens/s), memory (saved models loaded from disk in fresh
 processes: resident memory, bytes read), models (packaged and random-weight decoders), report (rows,
-markdown, JSON), run (all sections).
+markdown, JSON), run (all sections), tables (docs/performance.md's tables from the JSON in results/).
 """
