@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 import torch
 from torch import nn
 
-from harness.benchmarks.heads import Shape, dense_head, head_calls, inner_calls
+from harness.benchmarks.output_heads import Shape, dense_head, head_calls, inner_calls
 from harness.benchmarks.report import Row
 from harness.benchmarks.timing import from_samples, load_average, one_round
 

@@ -64,7 +64,7 @@ def child(state: str) -> dict[str, float]:
     import torch
     from transformers import BertConfig, BertModel
 
-    from harness.benchmarks.heads import random_concepts
+    from harness.benchmarks.output_heads import random_concepts
     from harness.methods.kmeans import KmeansSettings, kmeans
     from harness.measure.efficiency import forward_latency
 

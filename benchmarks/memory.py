@@ -144,11 +144,11 @@ def child(side: str, folder: Path, workload: str) -> dict[str, int]:
 
 def _embedding_resident(model) -> int:
     """Resident bytes of the input and output embeddings' tensors (the base table, or ASG's codebooks and maps)."""
-    from harness import pages
+    from harness import file_pages
 
     modules = [m for m in (model.get_input_embeddings(), model.get_output_embeddings()) if m is not None]
     tensors = {t.untyped_storage().data_ptr(): t for m in modules for t in [*m.parameters(), *m.buffers()]}
-    return sum(pages.resident_bytes(t.data_ptr(), t.numel() * t.element_size()) for t in tensors.values())
+    return sum(file_pages.resident_bytes(t.data_ptr(), t.numel() * t.element_size()) for t in tensors.values())
 
 
 def added_tensors(pair: Pair) -> dict[str, int]:

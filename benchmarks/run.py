@@ -22,7 +22,7 @@ from harness.adapter import FitContext
 from harness.benchmarks.contention import contention_rows
 from harness.benchmarks.decode import decode_rows, decode_target
 from harness.benchmarks.fit import after_fit_rows, fit_rows
-from harness.benchmarks.heads import LLAMA3, SMOLLM2, Shape, compressed_heads, head_rows, head_targets, random_concepts
+from harness.benchmarks.output_heads import LLAMA3, SMOLLM2, Shape, compressed_heads, head_rows, head_targets, random_concepts
 from harness.benchmarks.memory import memory_rows
 from harness.benchmarks.models import LLAMA3_LAYOUT, SMOLLM2_LAYOUT, TINY_LAYOUT, load_packaged, random_decoder
 from harness.benchmarks.report import BenchReport

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from harness import pages
+from harness import file_pages
 from harness.budgets import Budgets
 from harness.errors import ConfigError
 from harness.rebuild import restore_modules
@@ -305,7 +305,7 @@ class Adapter(ABC):
 
 def applied(model: nn.Module, fit: FitContext, compress: Callable[[nn.Module, FitContext], nn.Module | Compressed]) -> Applied:
     """``compress(model, fit)`` plus the compression report (parameters and bytes counted before and
-    after). The pages of a table ``compress`` replaced are handed back (:mod:`harness.pages`), so the
+    after). The pages of a table ``compress`` replaced are handed back (:mod:`harness.file_pages`), so the
     process's resident memory falls by what the report says was removed."""
     before = footprint(model)
     vocab_before = getattr(model.get_input_embeddings(), "num_embeddings", None)
@@ -313,7 +313,7 @@ def applied(model: nn.Module, fit: FitContext, compress: Callable[[nn.Module, Fi
     out = compress(model, fit)
     if not isinstance(out, Compressed):
         out = Compressed(out)
-    pages.release_replaced([t for t in tables if isinstance(t, torch.Tensor)], out.model)
+    file_pages.release_replaced([t for t in tables if isinstance(t, torch.Tensor)], out.model)
     tokenizer = out.tokenizer if out.tokenizer is not None else fit.tokenizer
     vocab_after = out.vocab_size if out.vocab_size is not None else vocab_before
     report = CompressionReport.between(before, footprint(out.model), vocab_before, vocab_after, out.freed_slots)

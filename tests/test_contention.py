@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from harness.benchmarks.contention import KEPT_TARGET, BusyProcess, contention_rows
-from harness.benchmarks.heads import Shape, compressed_heads, random_concepts
+from harness.benchmarks.output_heads import Shape, compressed_heads, random_concepts
 from harness.benchmarks.timing import from_samples
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/stat")

@@ -50,7 +50,7 @@ PROTOCOL = (
 NOT_SCORING = (
     "harness.results", "harness.errors", "harness.registry", "harness.config", "harness.cli", "harness.sweep",
     "harness.runner.run", "harness.runner.plan", "harness.runner.provenance", "harness.runner.fitcache",
-    "harness.runner.saved", "harness.runner.export", "harness.measure.efficiency", "harness.pages", "harness.budgets",
+    "harness.runner.saved", "harness.runner.export", "harness.measure.efficiency", "harness.file_pages", "harness.budgets",
     "harness.rebuild", "harness.leaderboard",
 )
 """Modules (and packages) that record, plan or present a run but do not decide a score: a change

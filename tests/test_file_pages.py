@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModel, BertConfig, BertModel
 
-from harness import pages
+from harness import file_pages
 from harness.adapter import FitContext
 from harness.adapters.asg import AsgAdapter, AsgConfig
 
@@ -19,25 +19,25 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/page
 
 def resident(address: int, size: int, bit: int = 63) -> int:
     """Pages of the range present in memory (bit 63), or present file pages (bit 61)."""
-    first, last = address // pages.PAGE, (address + size - 1) // pages.PAGE + 1
-    return sum(bool(f & (1 << 63) and f & (1 << bit)) for f in pages._flags(first, last - first))
+    first, last = address // file_pages.PAGE, (address + size - 1) // file_pages.PAGE + 1
+    return sum(bool(f & (1 << 63) and f & (1 << bit)) for f in file_pages._flags(first, last - first))
 
 
 def test_clean_file_pages_go_and_written_pages_keep_their_bytes(tmp_path):
     path = tmp_path / "table.bin"
-    path.write_bytes(bytes(range(256)) * (8 * pages.PAGE // 256))
+    path.write_bytes(bytes(range(256)) * (8 * file_pages.PAGE // 256))
     with path.open("r+b") as f:
-        view = mmap.mmap(f.fileno(), 8 * pages.PAGE, flags=mmap.MAP_PRIVATE)
+        view = mmap.mmap(f.fileno(), 8 * file_pages.PAGE, flags=mmap.MAP_PRIVATE)
     address = ctypes.addressof(ctypes.c_char.from_buffer(view))
-    assert sum(view[i * pages.PAGE] for i in range(8)) == 0  # every page read: resident
-    view[2 * pages.PAGE] = 77  # copy-on-write: page 2 no longer holds the file's bytes
+    assert sum(view[i * file_pages.PAGE] for i in range(8)) == 0  # every page read: resident
+    view[2 * file_pages.PAGE] = 77  # copy-on-write: page 2 no longer holds the file's bytes
 
-    released = pages.release_file_pages(address, 8 * pages.PAGE)
+    released = file_pages.release_file_pages(address, 8 * file_pages.PAGE)
 
-    assert released == 7 * pages.PAGE
-    assert resident(address, 8 * pages.PAGE) == 1
-    assert view[2 * pages.PAGE] == 77  # the written page was kept
-    assert view[3 * pages.PAGE + 5] == 5  # a released page reads the file's bytes again
+    assert released == 7 * file_pages.PAGE
+    assert resident(address, 8 * file_pages.PAGE) == 1
+    assert view[2 * file_pages.PAGE] == 77  # the written page was kept
+    assert view[3 * file_pages.PAGE + 5] == 5  # a released page reads the file's bytes again
 
 
 def test_apply_releases_the_replaced_table_only(tmp_path):
@@ -55,6 +55,6 @@ def test_apply_releases_the_replaced_table_only(tmp_path):
 
     AsgAdapter(AsgConfig(k=4, m=2, niter=2)).apply(model, FitContext(seed=0))
 
-    assert size // pages.PAGE >= 256 and resident(address, size) <= 2  # only the edge pages, shared with neighbours, may stay
+    assert size // file_pages.PAGE >= 256 and resident(address, size) <= 2  # only the edge pages, shared with neighbours, may stay
     assert resident(kept.data_ptr(), kept.numel() * kept.element_size()) == before_kept
     assert torch.equal(kept, model.encoder.layer[0].output.dense.weight)
