@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.cli.run import print_tables
-from harness.results import queries
+from harness.results import queries, summary
 from harness.results.queries import RunFilter
 from harness.results.store import Store
 from harness.runner.run import RunOutcome
@@ -48,7 +48,7 @@ def test_results_show_and_filter_the_profile(store):
     shown = _run("results", "--db", str(store.path), "--suite", "xnli")
     assert shown.splitlines()[0] == "32 result rows: model minilm, suite xnli, profile smoke, seed 0, setting zero-shot"
     header = shown.splitlines()[1].split()
-    assert header[:2] == ["run_id", "adapter"] and header[header.index("task") + 1] == "language"  # what each row is
+    assert header[:2] == ["run_id", "adapter"] and header[header.index("task"):header.index("metric") + 1] == ["task", "split", "language", "metric"]  # what each row is
     assert _run("results", "--db", str(store.path), "--profile", "smoke").splitlines()[0] == shown.splitlines()[0]
     assert _run("results", "--db", str(store.path), "--profile", "quick").splitlines()[:2] == ["0 result rows", "(no rows)"]
 
@@ -117,3 +117,13 @@ def test_show_gives_the_settings_as_fitted(store):
     assert "settings (as fitted): k=256 m=48 shared=false output=true niter=25\n" in _run("show", asg, "--db", str(store.path))
     baseline = queries.runs(store, RunFilter(adapter="none")).run_id.item()
     assert "settings (as fitted): -\n" in _run("show", baseline, "--db", str(store.path))
+
+
+def test_settings_read_as_resolved_in_one_spelling():
+    """A fit detail of the setting's type is its resolved value (k=0 -> 1024); one of another type is a
+    note in parentheses (Vocab Diet's filter=true reports 'probed'); booleans read as JSON writes them."""
+    assert summary.settings_label(summary.resolved_config('{"k": 0, "shared": false}', '{"k": 1024}')) == "k=1024 shared=false"
+    assert summary.settings_label(summary.resolved_config('{"filter": true}', '{"filter": "probed"}')) == "filter=true"
+    fitted = summary.fitted_settings({"k": 0, "filter": True}, {"k": 1024, "k_rule": "0.45% of V", "filter": "probed"}, {})
+    assert fitted == "k=1024 filter=true (k: 0.45% of V; filter: probed)"
+    assert summary.settings_label(None) == "-" and summary.setting_text("recover_lora", True) == "+LoRA"

@@ -9,7 +9,7 @@ import typer
 
 from harness.cli.common import DbOption, RichProgress, WideOption, err_console, user_errors
 from harness.cli.result_tables import PERCENT_METRICS
-from harness.cli.tables import Column, Prose, output_width, print_table, rich_table
+from harness.cli.tables import Column, Prose, fold, output_width, print_table, rich_table
 from harness.errors import ConfigError
 from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
@@ -61,7 +61,7 @@ def print_tables(runs: list, store: Store, wide: bool = False) -> None:
         table, notes = _scores_table(outcomes, width, wide)
         print_table(table)
         for line in notes:
-            typer.echo(line)
+            typer.echo(fold(line, width))
     print_table(_compression_table(runs[0], width, wide))
     print_table(_efficiency_table(runs[0], width, wide))
     if len(runs) > 1:
@@ -69,7 +69,7 @@ def print_tables(runs: list, store: Store, wide: bool = False) -> None:
     for o in (o for outcomes in runs for o in outcomes):
         if not o.stored:
             err_console.print(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run")
-    typer.echo(f"results in {store.path}")
+    typer.echo(fold(f"results in {store.path}", width))
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:

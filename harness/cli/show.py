@@ -41,6 +41,7 @@ def show(
         typer.echo(record.to_json())
         return
     console = stdout_console()
+    console.print(Text(f"run {record.run_id}", style="bold"))  # the whole id, whatever prefix found it
     body = json.loads(record.to_json())
     for section in ("spec", "provenance", "compression", "details"):
         console.print(Text(section, style="bold"))
