@@ -16,12 +16,27 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from harness.errors import EmptyStoreError, HarnessError
+from harness.errors import EmptyStoreError, HarnessError, printable
 
 err_console = Console(stderr=True)
 
 DbOption = Annotated[Optional[str], typer.Option("--db", help="Results database (default: $HARNESS_DB or ./results.duckdb).")]
 WideOption = Annotated[bool, typer.Option("--wide", help="Every column, however wide the terminal (a pipe gets every column anyway).")]
+
+
+def quiet_transformers() -> None:
+    """transformers' own notices and progress bars (``Loading weights: 37%|...``) off for a command
+    that loads models: they would interleave with its progress lines and its error line."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def error_line(message: str) -> None:
+    """``error: MESSAGE`` on stderr, one visible line: the names a message echoes pass through
+    :func:`~harness.errors.printable`."""
+    typer.echo(f"error: {printable(message)}", err=True)
 
 
 @contextmanager
@@ -31,7 +46,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except HarnessError as err:
-        typer.echo(f"error: {err}", err=True)
+        error_line(str(err))
         raise typer.Exit(code=2) from None
     except KeyboardInterrupt:
         typer.echo("error: interrupted; the run in progress is recorded as failed, run the same command again to resume", err=True)

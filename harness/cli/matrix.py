@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 import pandas as pd
 import typer
 
-from harness.cli.common import DbOption, WideOption, user_errors
+from harness.cli.common import DbOption, WideOption, quiet_transformers, user_errors
 from harness.cli.tables import Column, aligned, blocks, fold, layout, output_width, titles
+from harness.errors import printable
 from harness.results.store import Store
 
 
@@ -24,21 +25,19 @@ def list_matrix(
     """The reference matrix against a store: each entry (and each baseline the entries share) current,
     stale (made by other code, data or budget) or missing, the run behind it and the minutes that run
     took; then the hours the whole matrix takes and what is still to do, by the stored runs' wall time."""
-    from transformers.utils import logging as hf_logging
-
     from harness.runner import matrix  # plans runs: torch and transformers, which the other listings never import
 
-    hf_logging.set_verbosity_error()
+    quiet_transformers()
     with user_errors():
         entries = matrix.read(file or matrix.MATRIX)
         store = Store(db)
         frame = matrix.status(entries, store, profile)
     if todo:
         for line in frame.entry[frame.todo & frame.section.ne(matrix.BASELINES)]:
-            typer.echo(line)
+            typer.echo(printable(line))
         return
     width = output_width()
-    typer.echo(fold(f"reference matrix {file or matrix.MATRIX} against {store.path} ({profile} profile, seed {matrix.SEED})", width))
+    typer.echo(fold(printable(f"reference matrix {file or matrix.MATRIX} against {store.path} ({profile} profile, seed {matrix.SEED})"), width))
     for line in _table(frame, matrix.CURRENT, width, wide):
         typer.echo(line)
     typer.echo("\n" + fold(matrix.summary_line(frame), width))
@@ -54,12 +53,12 @@ def _table(frame: pd.DataFrame, current: str, width: int | None, wide: bool) -> 
     for r in frame.itertuples():
         state = r.status + (", baseline not current" if r.todo and r.status == current else "")
         minutes = "?" if pd.isna(r.minutes) else f"{r.estimate if r.estimate == '~' else ''}{r.minutes:.0f}"
-        rows[r.Index] = [state, minutes, r.run_id if isinstance(r.run_id, str) else "-", r.entry, r.note or ""]
+        rows[r.Index] = [state, minutes, r.run_id if isinstance(r.run_id, str) else "-", printable(r.entry), printable(r.note or "")]
     fit = layout(list(COLUMNS), list(rows.values()), width, wide)
     table = fit.fits or wide
     lines = titles(list(COLUMNS), fit) if table else []
     for section, part in frame.groupby("section", sort=False):
-        lines += ["", fold(f"## {section or '(no section)'}", width)]
+        lines += ["", fold(f"## {printable(section) or '(no section)'}", width)]
         chosen = [rows[i] for i in part.index]
         lines += aligned(list(COLUMNS), chosen, fit) if table else blocks(list(COLUMNS), chosen, width).splitlines()
     return lines

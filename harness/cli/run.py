@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
-from harness.cli.common import DbOption, RichProgress, WideOption, err_console, user_errors
+from harness.cli.common import DbOption, RichProgress, WideOption, err_console, quiet_transformers, user_errors
 from harness.cli.result_tables import PERCENT_METRICS
 from harness.cli.tables import Column, Prose, fold, output_width, print_table, rich_table
-from harness.errors import ConfigError
+from harness.errors import ConfigError, printable
 from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
 from harness.results.store import Store
 from harness.results.summary import fitted_settings, resolved_config, settings_label
+
+if TYPE_CHECKING:
+    from harness.runner.plan import RunRequest
 
 
 def run(
@@ -32,22 +35,26 @@ def run(
     recover: Annotated[int, typer.Option("--recover", help="Recovery training steps after the adapter's fit: the compressed model trained toward the unchanged one on the fit corpora (0: off).")] = 0,
     recover_lora: Annotated[bool, typer.Option("--recover-lora", help="Recovery also trains LoRA on the top quarter of the layers.")] = False,
     pretrain: Annotated[Optional[int], typer.Option("--pretrain", help="Masked-LM steps of a small encoder built from scratch with the method's table, before the suite (paper 001's regime, small scale; the baseline is the full table pretrained alike); 0: not pretrained (the control). Default: off.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the whole request and print what would run: each run reused from the store or made; loads no model weights, trains and stores nothing.")] = False,
     wide: WideOption = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
-    from transformers.utils import logging as hf_logging
-
     from harness.runner.run import RunRequest, execute
 
-    hf_logging.set_verbosity_error()  # transformers' own progress bars and notices would interleave with ours
-    hf_logging.disable_progress_bar()
+    quiet_transformers()
     store = Store(db)
     runs = []
     with user_errors(), RichProgress() as progress:
-        for s in parse_seeds(seeds) if seeds is not None else (seed,):
-            request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora,
-                                 pretrain)
-            runs.append(execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False)))
+        requests = [RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora, pretrain)
+                    for s in (parse_seeds(seeds) if seeds is not None else (seed,))]
+        if dry_run:
+            lines = [line for request in requests for line in would_run(request, store)]
+        else:
+            runs = [execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False)) for request in requests]
+    if dry_run:
+        for line in lines:
+            typer.echo(printable(line))
+        return
     print_tables(runs, store, wide)
     for line in chance_warnings([outcomes[-1].record for outcomes in runs]):
         err_console.print(line, highlight=False, markup=False)
@@ -68,8 +75,25 @@ def print_tables(runs: list, store: Store, wide: bool = False) -> None:
         print_table(_seeds_table(runs, width, wide))
     for o in (o for outcomes in runs for o in outcomes):
         if not o.stored:
-            err_console.print(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run")
-    typer.echo(fold(f"results in {store.path}", width))
+            err_console.print(printable(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run"), markup=False)
+    typer.echo(fold(f"results in {printable(str(store.path))}", width))
+
+
+def would_run(request: RunRequest, store: Store) -> list[str]:
+    """What ``harness run`` would do for ``request``, read-only: the request planned (everything checked
+    that a run checks before its first model loads), then one line per run, baseline first, each
+    reused from the store (a finished run with its identity) or made."""
+    from harness.runner.plan import plan
+
+    p = plan(request)
+    lines = []
+    for spec in [p.spec.baseline(), *([p.spec] if p.spec.adapter != "none" else [])]:
+        what = f"{spec.adapter} on {spec.suite} ({spec.model}, {spec.profile}, seed {spec.seed}, config {spec.config_hash})"
+        done = None if p.force and spec == p.spec else store.find_finished(spec)
+        lines.append(f"reuse {what}: run {done.run_id}" if done else f"make  {what}" + (" (--force)" if p.force and spec == p.spec else ""))
+    if p.spec.recipe.get("recovery") and lines[-1].startswith("make"):
+        lines.append("  a recovery step is timed first: a recovery estimated above the cap for a run is refused (--force runs it)")
+    return lines
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -167,6 +191,8 @@ def _paired(c) -> str:
 
 def _seeds_table(runs, width: int | None, wide: bool):
     """Mean ± sd over seeds of the method's score, %Base and chance-adjusted %Base."""
+    from harness.measure.metrics import mean_sd  # scipy: seconds of every command's start, for this table only
+
     records = [outcomes[-1].record for outcomes in runs]
     columns = [Column("task / language"), Column("metric"), Column("score", right=True), Column("%Base", right=True),
                Column("chance-adj. %Base", 1, right=True)]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,10 +12,10 @@ from rich.json import JSON
 from rich.text import Text
 
 from harness.cli.common import DbOption, WideOption, user_errors
-from harness.cli.tables import Column, output_width, print_table, rich_table, stdout_console
+from harness.cli.tables import Column, fold, output_width, print_table, rich_table, stdout_console
 from harness.results import queries
 from harness.results.fingerprint import code_fingerprint, is_stale
-from harness.results.records import RunRecord
+from harness.results.records import Provenance, RunRecord
 from harness.results.store import Store
 from harness.results.summary import fitted_settings
 
@@ -51,6 +52,7 @@ def show(
     console.print(f"{record.status}  started {record.started_at}  finished {record.finished_at}  wall {wall}", highlight=False)
     console.print(f"settings (as fitted): {fitted_settings(record.spec.adapter_config, record.fit and record.fit.details, record.spec.recipe)}",
                   highlight=False, markup=False)
+    typer.echo(fold(code_origin(record.provenance, store.journal.patch_path(record.run_id)), output_width()))  # a path stays whole
     if is_stale(record.spec.adapter, record.spec.suite, record.spec.code):
         console.print(
             f"[yellow]stale:[/yellow] made by other code (fingerprint {record.spec.code or 'none'}, installed "
@@ -81,6 +83,18 @@ def _score_rows(record: RunRecord) -> list[list[str]]:
             c.unpaired if c is not None and c.unpaired else "",
         ])
     return rows
+
+
+def code_origin(provenance: Provenance, patch: Path) -> str:
+    """Where the code that made a run can be recovered: its commit, and the patch of the uncommitted
+    changes it was made with (``git apply`` it on a checkout of the commit)."""
+    if provenance.commit == "unknown":
+        return "code: made outside a git checkout (commit unknown): it cannot be recovered"
+    if not provenance.dirty:
+        return f"code: commit {provenance.commit}"
+    if patch.is_file():
+        return f"code: commit {provenance.commit} with uncommitted changes: patch {patch} (sha256 {provenance.patch_sha256 or 'not recorded'})"
+    return f"code: commit {provenance.commit} with uncommitted changes whose patch is not at {patch}: they cannot be recovered"
 
 
 def _number(v: float | None, digits: int) -> str:
