@@ -10,6 +10,7 @@ runner reads those and fills a :class:`FitContext`.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,6 +214,8 @@ class Adapter(ABC):
       None, the default, is any head. The plan refuses a suite with another head before any work.
     * :meth:`word_senses`: senses of whole words, for a suite that scores words (``word_sim``);
       None, the default, for a method without senses of its own.
+    * :meth:`small_settings`: the settings its conformance cases use on a small test model (a 1,000-token
+      table 48 wide), where its defaults do not fit one.
 
     Contract of ``compress(model, fit)``: replace the model's token-embedding modules in place (or
     build a new model with the same task-facing interface) and return it, or a :class:`Compressed`
@@ -248,6 +251,19 @@ class Adapter(ABC):
 
     def check(self, vocab_size: int, hidden_size: int) -> None:
         """Validate the config against the model's table shape before any work (raise ConfigError)."""
+
+    @classmethod
+    def small_settings(cls, vocab_size: int, hidden_size: int) -> dict[str, str]:
+        """Settings, as ``--set`` takes them, that fit a small model of ``vocab_size`` tokens and width
+        ``hidden_size`` where the defaults are sized for real ones: the conformance cases
+        (``tests/test_conformance.py``) build the adapter with them on a 1,000-token table 48 wide, so
+        :meth:`check` passes there. The default shrinks the built-in adapters' sizes by name (``k``,
+        ``m``, ``K``, ``r``, ``keep``, ``anchors``, ``layers``) where the config has them; an adapter
+        with another size (a number of buckets, of rows) overrides it, e.g. ``{"buckets": "20"}``."""
+        segments = max(d for d in range(1, 9) if hidden_size % d == 0)  # m must divide the width
+        small = {"k": 16, "m": segments, "K": 3, "r": 8, "keep": vocab_size // 10, "anchors": 32, "layers": 1}
+        names = {f.name for f in dataclasses.fields(cls.config_class)}
+        return {k: str(v) for k, v in small.items() if k in names}
 
     @abstractmethod
     def compress(self, model: nn.Module, fit: FitContext) -> nn.Module | Compressed:

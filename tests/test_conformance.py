@@ -2,10 +2,11 @@
 
 Each adapter in the ``harness.adapters`` entry-point group is applied, with the fit context the
 runner would give it at the smoke profile (its declared fit corpora read from the data directory,
-the teacher when it asks for one, its smoke budget), to a 2-layer encoder with a classification head
-and to a 2-layer decoder with a tied head, both over a 1,000-token byte-level BPE vocabulary trained
-here. Every built-in adapter is checked; any installed adapter, a plugin's included, is checked by
-naming it (docs/plugins.md)::
+the teacher when it asks for one, its smoke budget, the settings it declares for a small model:
+``Adapter.small_settings``), to a 2-layer encoder with a classification head and to a 2-layer decoder
+with a tied head, both 48 wide over a 1,000-token byte-level BPE vocabulary trained here. Every
+built-in adapter is checked; any installed adapter, a plugin's included, is checked by naming it
+(docs/plugins.md)::
 
     python -m pytest -n 0 tests/test_conformance.py --adapter NAME
 """
@@ -14,6 +15,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +40,8 @@ from harness.registry import ADAPTERS
 from harness.sources import corpora
 
 VOCAB = 1000
+HIDDEN = 48
+EXAMPLE = Path(__file__).with_name("plugins") / "frequent_table"  # docs/plugins.md's example plugin
 KINDS = ("encoder", "decoder")
 
 
@@ -54,10 +62,10 @@ def tiny_tokenizer(data_dir) -> PreTrainedTokenizerFast:
 def tiny_model(kind: str) -> torch.nn.Module:
     torch.manual_seed(0)
     if kind == "encoder":
-        config = BertConfig(vocab_size=VOCAB, hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96, num_labels=3)
+        config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96, num_labels=3)
         return BertForSequenceClassification(config).eval()
     config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, tie_word_embeddings=True, bos_token_id=0, eos_token_id=1, pad_token_id=2,
     )
     return LlamaForCausalLM(config).eval()
@@ -89,10 +97,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _small_config(cls, settings: dict[str, str] | None = None):
-    """The adapter's defaults, shrunk where a default does not fit a 48-wide, 1,000-token table (and ``settings``)."""
-    fields = config_fields(cls.config_class)
-    small = {"k": "16", "m": "8", "K": "3", "r": "8", "keep": "100", "anchors": "32", "layers": "1", **(settings or {})}
-    return build_config(cls.config_class, {k: v for k, v in small.items() if k in fields}, cls.name)
+    """The adapter's defaults with the settings it declares for a small model (``Adapter.small_settings``
+    of a 1,000-token table 48 wide), then ``settings``."""
+    return build_config(cls.config_class, {**cls.small_settings(VOCAB, HIDDEN), **(settings or {})}, cls.name)
 
 
 def _apply(name: str, kind: str, tokenizer, data_dir: Path, seed: int = 0, device: str = "cpu", **settings: str):
@@ -177,6 +184,37 @@ def test_bad_settings_are_config_errors_before_any_work(name):
 def test_every_selected_adapter_is_covered(request):
     selected = _selected(request.config)
     assert {p.values[0] for p in _cases(selected)} == set(selected)  # each supports at least one model kind
+
+
+def test_the_example_plugin_fits_the_test_model_by_the_settings_it_declares(monkeypatch):
+    """The example plugin sizes its table by ``keep`` and ``buckets`` (4,096 and 2,048 by default, more
+    than the test model's 1,000 tokens): its defaults fail its own ``check``, the settings its
+    ``small_settings`` declares pass it."""
+    spec = importlib.util.spec_from_file_location("frequent_example", EXAMPLE / "src" / "frequent_table" / "adapter.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    cls = module.FrequentAdapter
+    with pytest.raises(ConfigError, match="keep=4096 \\+ buckets=2048"):
+        cls().check(VOCAB, HIDDEN)
+    assert cls.small_settings(VOCAB, HIDDEN) == {"keep": "100", "buckets": "20"}
+    cls(build_config(cls.config_class, cls.small_settings(VOCAB, HIDDEN), cls.name)).check(VOCAB, HIDDEN)
+
+
+@pytest.mark.slow
+def test_the_example_plugin_passes_every_case(tmp_path):
+    """Installed as a user installs it (docs/plugins.md), the example plugin passes every case of this
+    module, named with ``--adapter`` (this test left out of the inner run)."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(tmp_path),
+                    str(EXAMPLE)], check=True, capture_output=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", "not gpu", "-k", "not example_plugin",
+         str(Path(__file__)), "--adapter", "frequent"],
+        cwd=Path(__file__).parent.parent, env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=1800,
+    )
+    assert out.returncode == 0, out.stdout[-4000:]
+    passed = re.search(r"(\d+) passed", out.stdout)
+    assert passed and int(passed.group(1)) >= 10 and "failed" not in out.stdout, out.stdout[-2000:]
 
 
 def test_saved_model_rebuilds_identically(name, kind, tiny_tokenizer, data_dir, tmp_path):

@@ -53,7 +53,7 @@ def test_example_plugin_runs_through_the_cli(plugin_path, smoke_db, tmp_path):
     ).fetchone()
     assert package == "harness-frequent-table"
     assert "wikitext2/train.txt" in fit_data                      # the corpus is part of the run's identity
-    assert fraction == pytest.approx(2001 / 30522)               # kept rows + the shared one
+    assert fraction == pytest.approx((2000 + 2048) / 30522)      # kept rows + the buckets (2,048 by default)
     # the plugin uninstalled (no PYTHONPATH): its run is stale, and a query for it says why
     gone = subprocess.run([HARNESS, "results", "--adapter", "frequent", "--db", str(db)], capture_output=True, text=True, timeout=300)
     assert gone.returncode == 0 and gone.stdout.startswith("0 result rows"), gone.stderr

@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from harness.cli import bench, export, leaderboard, listing, matrix, reference, results, run, sweep
+from harness.cli import bench, export, leaderboard, listing, matrix, reference, results, run, show, sweep
 from harness.cli.group import HarnessGroup
 
 app = typer.Typer(
@@ -22,7 +22,7 @@ app.command("sweep")(sweep.sweep)
 app.command("results")(results.results)
 listing.list_app.command("matrix")(matrix.list_matrix)
 app.add_typer(listing.list_app, name="list")
-app.command("show")(listing.show)
+app.command("show")(show.show)
 app.command("leaderboard")(leaderboard.leaderboard)
 app.add_typer(reference.reference_app, name="reference")
 app.command("bench")(bench.bench)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from contextlib import contextmanager
 from typing import Annotated, Iterator, Optional
@@ -19,23 +17,11 @@ from rich.progress import (
 )
 
 from harness.errors import EmptyStoreError, HarnessError, printable
-from harness.leaderboard.frames import config_label
-from harness.results.summary import resolved_config
 
-console = Console(width=None if sys.stdout.isatty() else 200)  # logs and pipes keep whole table rows
 err_console = Console(stderr=True)
 
 DbOption = Annotated[Optional[str], typer.Option("--db", help="Results database (default: $HARNESS_DB or ./results.duckdb).")]
-
-
-def fitted_settings(config: dict, fit_details: dict | None, recipe: dict) -> str:
-    """A run's settings as its fit resolved them (:func:`~harness.results.summary.resolved_config`:
-    ASG's ``k=0`` is the k it chose), with the rule behind each value the fit chose:
-    ``k=1024 m=48 shared=false output=true niter=25 (k: paper 000: power of two nearest 0.45% of V)``."""
-    fit = json.dumps(fit_details) if fit_details is not None else None
-    resolved = resolved_config(json.dumps(config), fit, json.dumps(recipe))
-    rules = [f"{k.removesuffix('_rule')}: {v}" for k, v in (fit_details or {}).items() if k.endswith("_rule") and v != "set"]
-    return config_label(resolved) + (f" ({'; '.join(rules)})" if rules else "")
+WideOption = Annotated[bool, typer.Option("--wide", help="Every column, however wide the terminal (a pipe gets every column anyway).")]
 
 
 def quiet_transformers() -> None:

@@ -14,17 +14,20 @@ cache_app = typer.Typer(help="The fit cache: fitted adapters reused by every sui
 
 
 def export(
-    run_id: Annotated[str, typer.Argument(help="A finished run (harness list runs).")],
+    run_id: Annotated[str, typer.Argument(help="A finished run (harness list runs), or a unique prefix of its id.")],
     out: Annotated[Path, typer.Option("--out", help="Folder to write (created).")],
     db: DbOption = None,
 ) -> None:
     """Write a run's compressed model (safetensors + config + tokenizer + model card) for harness.load_compressed, lm-eval and MTEB."""
-    from harness.runner.export import export as run_export
+    from harness.results import queries
     from harness.results.store import Store
+    from harness.runner.export import export as run_export
 
     quiet_transformers()
     with user_errors(), RichProgress() as progress:
-        folder = run_export(run_id, out, Store(db), progress)
+        store = Store(db)
+        run_id = queries.run_id(store, run_id)
+        folder = run_export(run_id, out, store, progress)
     typer.echo(f"exported {run_id} to {printable(str(folder))}")
 
 

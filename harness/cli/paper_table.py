@@ -1,64 +1,74 @@
-"""``harness results --paper`` as text within 160 columns (issue 45.4): one row per (run, paper point)
-beside it, the run's own cells written once; then the papers' points of the same tasks that sit beside
-none of these runs, one row per point and reason with the number of runs it was held against. CSV
-and JSON keep every column (:func:`harness.cli.results.fetch_paper`)."""
+"""``harness results --paper`` as text fitted to the terminal (:mod:`harness.cli.tables`): each run's
+headline on a line of its own (run id, method, task, %Base with its paired CI), the papers' points
+beside it below, one row each; then the papers' points of the same tasks that sit beside none of these
+runs, one row per point and reason with the number of runs it was held against. A paper's figure of a
+proportion (accuracy, F1 ...) reads in percent whichever way the paper printed it. CSV and JSON keep
+every column as the papers print them (:func:`harness.cli.results.fetch_paper`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from harness.cli.result_tables import PERCENT_METRICS, cell
+from harness.cli.tables import Column, aligned, blocks, fold, layout, text, titles
 from harness.results.reference import PAPER_IDS
 
-# (title, column of fetch_paper's frames, width): truncated with "…" past the width; with two spaces between, 160 columns in all
-BESIDE = (("run", "run_id", 33), ("method", "label", 22), ("task", "task", 9), ("%Base [paired CI]", "%Base", 18),
-          ("paper", "paper_id", 14), ("its method", "paper_method", 20), ("base model", "base model", 14),
-          ("reported", "reported", 8), ("%Base", "paper %Base", 6))
-OTHER = (("paper", "paper_id", 12), ("method", "paper_method", 18), ("base model", "base model", 12), ("metric", "paper metric", 8),
-         ("reported", "reported", 8), ("%Base", "paper %Base", 6), ("runs", "runs", 4), ("not beside them because", "reason", 76))
-NUMERIC = {"reported", "%Base", "runs"}
-
-
-def _text(value) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return "-"
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _lines(frame: pd.DataFrame, layout: tuple) -> list[str]:
-    """An aligned table: titles, then a line per row (numbers right-aligned)."""
-    def line(cells: list[str]) -> str:
-        return "  ".join(_cut(c, w).rjust(w) if t in NUMERIC else _cut(c, w).ljust(w) for c, (t, _, w) in zip(cells, layout)).rstrip()
-
-    return [line([t for t, _, _ in layout])] + [line([_text(r[c]) for _, c, _ in layout]) for _, r in frame.iterrows()]
+INDENT = "  "  # a run's paper points sit under its line
+BESIDE = ((Column("paper"), "paper_id"), (Column("its method", prose=True), "paper_method"), (Column("base model", 1), "base model"),
+          (Column("reported", right=True), "reported_text"), (Column("%Base", right=True), "paper %Base"))
+OTHER = ((Column("paper"), "paper_id"), (Column("method", prose=True), "paper_method"), (Column("base model", 1), "base model"),
+         (Column("metric"), "paper metric"), (Column("reported", right=True), "reported_text"), (Column("%Base", 1, right=True), "paper %Base"),
+         (Column("runs", 2, right=True), "runs"), (Column("not beside them because", prose=True), "reason"))
 
 
 def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """The paper's id and table (``000 asg T1``), its method with its settings as ours read (``k=1024 m=48``,
+    where the papers' file writes ``k=1024;m=48``), and its figure in one unit."""
     return frame.assign(
-        paper_id=frame.paper.map(_paper_id) + " " + frame.table.str.replace("Table ", "T", regex=False),
-        paper_method=[m if pd.isna(c) or c == "" else f"{m} {c}" for m, c in zip(frame.method, frame["paper config"])],
+        paper_id=frame.paper.map(lambda p: f"{PAPER_IDS.get(p, '?')} {p}") + " " + frame.table.str.replace("Table ", "T", regex=False),
+        paper_method=[m if pd.isna(c) or c == "" else f"{m} {c.replace(';', ' ')}" for m, c in zip(frame.method, frame["paper config"])],
+        reported_text=reported(frame),
     )
 
 
-def _paper_id(paper: str) -> str:
-    return f"{PAPER_IDS.get(paper, '?')} {paper}"
+def reported(frame: pd.DataFrame) -> list[str]:
+    """Each paper figure in one unit: a proportion (:data:`PERCENT_METRICS`) in percent, also where a
+    paper's table prints it as a fraction (every figure of that table and metric at most 1); others as printed."""
+    metric = frame["paper metric"]
+    fractions = frame.groupby(["paper", "table", "paper metric"], dropna=False).reported.transform("max").le(1)
+    return [cell(v) if m not in PERCENT_METRICS or pd.isna(v) else f"{v * 100 if f else v:.4g}%"
+            for v, m, f in zip(frame.reported, metric, fractions)]
 
 
-def paper_tables(beside: pd.DataFrame, other: pd.DataFrame) -> str:
-    """Both tables as text, each under its title and row count."""
-    beside = _with_labels(beside)
-    beside = beside.sort_values(["run_id", "paper_id", "paper_method"], kind="stable")
-    repeat = beside.run_id.duplicated()
-    for column in ("run_id", "label", "task", "%Base"):
-        beside[column] = beside[column].where(~repeat, "")
+def _rows(frame: pd.DataFrame, spec: tuple) -> list[list[str]]:
+    return [[cell(r[key]) for _, key in spec] for _, r in frame.iterrows()]
+
+
+def _beside(beside: pd.DataFrame, width: int | None, wide: bool) -> list[str]:
+    """Each run's line, then its paper points: one layout for every run's, so their columns align."""
+    beside = _with_labels(beside).sort_values(["run_id", "paper_id", "paper_method"], kind="stable")
+    columns = [c for c, _ in BESIDE]
+    inner = None if width is None else max(width - len(INDENT), 1)
+    fit = layout(columns, _rows(beside, BESIDE), inner, wide)
+    table = fit.fits or wide
+    lines = [INDENT + line for line in titles(columns, fit)] if table else []
+    for run_id, part in beside.groupby("run_id", sort=False):
+        r = part.iloc[0]
+        heading = f"{run_id}  {r.label}  {r.task}  %Base {r['%Base']}"
+        lines += fold(heading, width).splitlines()
+        rows = _rows(part, BESIDE)
+        lines += [INDENT + line for line in (aligned(columns, rows, fit) if table else blocks(columns, rows, inner).splitlines())]
+    return lines
+
+
+def paper_tables(beside: pd.DataFrame, other: pd.DataFrame, width: int | None = None, wide: bool = False) -> str:
+    """Both tables as text within ``width`` (None: every column unfolded), each under its title and row count."""
     keys = ["paper", "table", "method", "paper config", "base model", "paper metric", "reported", "paper %Base", "reason"]
     grouped = (other.fillna({"paper config": "", "base model": "-"}).groupby(keys, dropna=False, sort=True).run_id.nunique()
                .rename("runs").reset_index())
     grouped = _with_labels(grouped)
     return "\n".join([
-        f"paper points beside runs: same regime, setting and metric ({len(beside)} rows)", *_lines(beside, BESIDE), "",
-        f"paper, other setting: the same tasks' points beside none of these runs, and why ({len(grouped)} rows)", *_lines(grouped, OTHER),
+        fold(f"paper points beside runs: same regime, setting and metric ({len(beside)} rows)", width), *_beside(beside, width, wide), "",
+        fold(f"paper, other setting: the same tasks' points beside none of these runs, and why ({len(grouped)} rows)", width),
+        text([c for c, _ in OTHER], _rows(grouped, OTHER), width, wide),
     ])

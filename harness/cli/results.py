@@ -11,12 +11,14 @@ from typing import Annotated, Optional
 
 import pandas as pd
 import typer
-from harness.leaderboard.frames import config_label, key_settings
 
 from harness.budgets import PROFILES
 from harness.cli import filters
-from harness.cli.common import DbOption, no_runs_yet, user_errors
+from harness.cli.common import DbOption, WideOption, no_runs_yet, user_errors
 from harness.cli.paper_table import paper_tables
+from harness.cli.result_tables import aggregate_table, at_chance, cell, frame_table, interval, results_table
+from harness.cli.tables import fold, output_width
+from harness.leaderboard.frames import key_settings
 from harness.errors import ConfigError, did_you_mean
 from harness.results import claims as paper_claims
 from harness.results import queries, summary
@@ -58,41 +60,68 @@ def results(
     include_stale: Annotated[bool, typer.Option("--include-stale", help="Also runs made by other code (marked stale; never reused).")] = False,
     paper: Annotated[bool, typer.Option("--paper", help="Each run's headline beside the papers' points of its regime, setting and metric; the others with why they differ.")] = False,
     claims: Annotated[bool, typer.Option("--claims", help="Each seed paper's headline claims: the paper's figure, ours with its paired CI, a verdict.")] = False,
+    wide: WideOption = False,
 ) -> None:
     """Scores of finished runs with CIs, %Base (raw, paired CI, chance-adjusted), McNemar p, flip rate,
     embedding-parameter fraction and storage; runs whose baseline is not above chance are flagged.
     Runs made by other code than the installed one are stale: hidden unless --include-stale."""
     with user_errors(), no_runs_yet(format):
-        formats = ("table", "csv", "json", "markdown") if claims or paper else ("table", "csv", "json")
-        if format not in formats:
-            raise ConfigError(f"unknown format '{format}'; use {', '.join(formats)}")
-        if paper and (claims or aggregate):
-            raise ConfigError("--paper shows runs' headlines; drop --claims / --aggregate (one view at a time)")
-        if profile is not None and profile not in PROFILES:
-            raise ConfigError(f"unknown profile '{profile}'; {did_you_mean(profile, PROFILES)}profiles: {', '.join(PROFILES)}")
-        if claims and (aggregate or suite or adapter or model or profile):
-            raise ConfigError("--claims reads every current run; drop --aggregate, --suite, --adapter, --model and --profile")
+        _check_options(format, paper, claims, aggregate, profile, bool(suite or adapter or model))
         store = Store(db)
         for note in filters.check(store, suite, adapter, model):  # on stderr, whichever view follows
             typer.echo(note, err=True)
         if claims:
-            return _write(paper_claims.table(store, include_stale=include_stale), format, "")
+            frame = paper_claims.table(store, include_stale=include_stale)
+            return _write(frame, format, "", width=output_width(), wide=wide)
+        hidden = 0 if include_stale else _stale_hidden(store, suite, adapter, model, profile, paper)
         if paper:
             beside, other = fetch_paper(store, suite, adapter, model, include_stale, profile)
             if format == "table":
-                sys.stdout.write(paper_tables(beside, other) + "\n")
-                return
-            return _write(beside, format, "paper points beside runs (same regime, setting and metric)", other,
-                          "paper, other setting (not beside the run: reason)")
+                sys.stdout.write(paper_tables(beside, other, output_width(), wide) + "\n")
+            else:
+                _write(beside, format, "paper points beside runs (same regime, setting and metric)", other,
+                       "paper, other setting (not beside the run: reason)")
+            return _say_hidden(hidden, format)
         frame = (fetch_aggregate if aggregate else fetch)(store, suite, adapter, model, include_stale, profile)
     if format == "csv":
         frame.to_csv(sys.stdout, index=False)
     elif format == "json":
         sys.stdout.write(frame.to_json(orient="records", indent=1) + "\n")
     else:
-        sys.stdout.write((_aggregate_table(frame) if aggregate else _table(frame)) + "\n")
+        sys.stdout.write((aggregate_table if aggregate else results_table)(frame, output_width(), wide) + "\n")
         if any(at_chance(v) for v in frame.baseline_above_chance):
-            sys.stdout.write("at chance: the baseline's 95% CI reaches the chance level, so %Base there is not meaningful (read chance-adj.)\n")
+            sys.stdout.write(fold("at chance: the baseline's 95% CI reaches the chance level, so %Base there is not meaningful "
+                                  "(read chance-adj.)", output_width()) + "\n")
+    _say_hidden(hidden, format)
+
+
+def _check_options(format: str, paper: bool, claims: bool, aggregate: bool, profile: str | None, filtered: bool) -> None:
+    """ConfigError for a format the view has not, two views at once, or an unknown profile."""
+    formats = ("table", "csv", "json", "markdown") if claims or paper else ("table", "csv", "json")
+    if format not in formats:
+        raise ConfigError(f"unknown format '{format}'; use {', '.join(formats)}")
+    if paper and (claims or aggregate):
+        raise ConfigError("--paper shows runs' headlines; drop --claims / --aggregate (one view at a time)")
+    if profile is not None and profile not in PROFILES:
+        raise ConfigError(f"unknown profile '{profile}'; {did_you_mean(profile, PROFILES)}profiles: {', '.join(PROFILES)}")
+    if claims and (aggregate or filtered or profile):
+        raise ConfigError("--claims reads every current run; drop --aggregate, --suite, --adapter, --model and --profile")
+
+
+def _stale_hidden(store: Store, suite: str | None, adapter: str | None, model: str | None, profile: str | None,
+                  methods_only: bool) -> int:
+    """How many finished runs the filter matches that are hidden as stale (``--paper``: method runs only)."""
+    runs = queries.runs(store, queries.RunFilter(suite, adapter, model, profile))
+    runs = runs[runs.status.eq("finished") & (runs.adapter.ne("none") if methods_only else True)]
+    return int(runs.run_id.isin(set(store.stale_run_ids())).sum())
+
+
+def _say_hidden(hidden: int, format: str) -> None:
+    """Below a table (on stderr for csv and json): how many stale runs the view leaves out, and the option that shows them."""
+    if hidden:
+        runs = "runs (made by other code) are" if hidden != 1 else "run (made by other code) is"
+        line = f"{hidden} stale {runs} hidden; --include-stale shows {'them' if hidden != 1 else 'it'}"
+        typer.echo(fold(line, output_width()), err=format != "table")
 
 
 PAPER_RUN = {"run_id": "run_id", "model": "model", "family_run": "family", "adapter": "adapter", "label": "label", "config": "config",
@@ -119,7 +148,7 @@ def fetch_paper(store: Store, suite: str | None, adapter: str | None, model: str
     placed = []
     for r in runs.itertuples(index=False):
         rows = placement(papers, r.suite, r.task, r.metric, r.shots, r.setting if isinstance(r.setting, str) else "", {r.regime})
-        run = {"run_id": r.run_id, "model": r.model, "family_run": r.family, "adapter": r.adapter, "label": r.label, "config": config_label(r.config),
+        run = {"run_id": r.run_id, "model": r.model, "family_run": r.family, "adapter": r.adapter, "label": r.label, "config": summary.settings_label(r.config),
                "task": r.task, "metric": r.metric, "setting_run": r.setting, "regime_run": r.regime,
                "pct_base_run": _pct_base(r.pct_base, r.pct_base_ci_low, r.pct_base_ci_high, r.unpaired_reason, ".1f")}
         placed.append(rows.rename(columns={"metric": "metric_paper", "config": "config_paper"}).assign(**run))
@@ -130,7 +159,8 @@ def fetch_paper(store: Store, suite: str | None, adapter: str | None, model: str
     return beside, other
 
 
-def _write(frame: pd.DataFrame, format: str, title: str, other: pd.DataFrame | None = None, other_title: str = "") -> None:
+def _write(frame: pd.DataFrame, format: str, title: str, other: pd.DataFrame | None = None, other_title: str = "",
+           width: int | None = None, wide: bool = False) -> None:
     """One table (``--claims``) or two (``--paper``: beside, other setting) as table, markdown, CSV or JSON;
     CSV and JSON put the second below the first with ``reason`` filled."""
     frames = [(title, frame)] + ([(other_title, other)] if other is not None else [])
@@ -139,60 +169,12 @@ def _write(frame: pd.DataFrame, format: str, title: str, other: pd.DataFrame | N
         rows.to_csv(sys.stdout, index=False) if format == "csv" else sys.stdout.write(rows.to_json(orient="records", indent=1) + "\n")
         return
     for name, f in frames:
-        body = paper_claims.markdown(f) if format == "markdown" else (f.to_string(index=False) if len(f) else "(no rows)")
+        body = paper_claims.markdown(f) if format == "markdown" else frame_table(f, width, wide)
         sys.stdout.write((f"{name} ({len(f)} rows)\n" if name else "") + body + "\n\n")
-
-
-def at_chance(above) -> bool:
-    """True where the baseline is not above chance; a missing value (no chance level) is not flagged."""
-    return above is not None and not pd.isna(above) and not bool(above)
-
-
-def _table(frame: pd.DataFrame) -> str:
-    """An aligned plain-text table (pandas): rich's table layout took seconds for a few hundred rows."""
-    view = pd.DataFrame({
-        "run_id": frame.run_id, "model": frame.model, "adapter": frame.adapter, "config": frame.config.map(config_label),
-        "suite": frame.suite, "profile": frame.profile, "seed": frame.seed, "language": frame.language, "metric": frame.metric,
-        "value [95% CI]": [_with_ci(*v) for v in zip(frame.value, frame.ci_low, frame.ci_high)],
-        "%Base [paired CI]": [_pct_base(*v) for v in zip(frame.pct_base, frame.pct_base_ci_low, frame.pct_base_ci_high, frame.unpaired)],
-        "chance-adj.": frame.chance_adjusted_pct_base.map(_cell), "p": frame.p_value.map(_cell), "flips": frame.flip_rate.map(_cell),
-        "emb. frac.": frame.emb_param_fraction.map(_cell), "model frac.": frame.model_param_fraction.map(_cell),
-        "flag": [", ".join(f for f in (_flag(a), "stale" if s else "") if f) for a, s in zip(frame.baseline_above_chance, frame.stale)],
-    })
-    return f"{len(frame)} result rows\n" + (view.to_string(index=False) if len(view) else "(no rows)")
-
-
-def _aggregate_table(frame: pd.DataFrame) -> str:
-    view = pd.DataFrame({
-        "model": frame.model, "adapter": frame.adapter, "config": frame.config.map(config_label), "suite": frame.suite,
-        "profile": frame.profile, "language": frame.language, "metric": frame.metric, "seeds": frame.seeds,
-        **{title: [_mean_sd(m, sd) for m, sd in zip(frame[f"{c}_mean"], frame[f"{c}_sd"])]
-           for title, c in (("value", "value"), ("%Base", "pct_base"), ("chance-adj.", "chance_adjusted_pct_base"))},
-        "flag": frame.baseline_above_chance.map(_flag),
-    })
-    return f"{len(frame)} configurations x scores, mean ± sd over seeds\n" + (view.to_string(index=False) if len(view) else "(no rows)")
-
-
-def _flag(above) -> str:
-    return "at chance" if at_chance(above) else ""
 
 
 def _pct_base(value, low, high, unpaired, spec: str = ".4g") -> str:
     """%Base with its paired CI, or with the reason it has none."""
-    return f"{_cell(value, spec)} (unpaired: {unpaired})" if isinstance(unpaired, str) else _with_ci(value, low, high, spec)
-
-
-def _with_ci(value, low, high, spec: str = ".4g") -> str:
-    return _cell(value, spec) if pd.isna(low) else f"{_cell(value, spec)} [{_cell(low, spec)}, {_cell(high, spec)}]"
-
-
-def _mean_sd(mean, sd) -> str:
-    if pd.isna(mean):
-        return "-"
-    return _cell(mean) if pd.isna(sd) else f"{_cell(mean)} ± {_cell(sd)}"
-
-
-def _cell(v, spec: str = ".4g") -> str:
-    if v is None or (isinstance(v, float) and pd.isna(v)):
-        return "-"
-    return f"{v:{spec}}" if isinstance(v, float) else str(v)
+    if isinstance(unpaired, str):
+        return f"{cell(value, spec)} (unpaired: {unpaired})"
+    return cell(value, spec) if pd.isna(low) else f"{cell(value, spec)} {interval(low, high, spec)}"

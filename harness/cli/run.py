@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, quiet_transformers, user_errors
+from harness.cli.common import DbOption, RichProgress, WideOption, err_console, quiet_transformers, user_errors
+from harness.cli.result_tables import PERCENT_METRICS
+from harness.cli.tables import Column, Prose, fold, output_width, print_table, rich_table
 from harness.errors import ConfigError, printable
+from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
 from harness.results.store import Store
+from harness.results.summary import fitted_settings, resolved_config, settings_label
 
 if TYPE_CHECKING:
     from harness.runner.plan import RunRequest
@@ -33,6 +36,7 @@ def run(
     recover_lora: Annotated[bool, typer.Option("--recover-lora", help="Recovery also trains LoRA on the top quarter of the layers.")] = False,
     pretrain: Annotated[Optional[int], typer.Option("--pretrain", help="Masked-LM steps of a small encoder built from scratch with the method's table, before the suite (paper 001's regime, small scale; the baseline is the full table pretrained alike); 0: not pretrained (the control). Default: off.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the whole request and print what would run: each run reused from the store or made; loads no model weights, trains and stores nothing.")] = False,
+    wide: WideOption = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
     from harness.runner.run import RunRequest, execute
@@ -51,18 +55,28 @@ def run(
         for line in lines:
             typer.echo(printable(line))
         return
+    print_tables(runs, store, wide)
+    for line in chance_warnings([outcomes[-1].record for outcomes in runs]):
+        err_console.print(line, highlight=False, markup=False)
+
+
+def print_tables(runs: list, store: Store, wide: bool = False) -> None:
+    """What the main job prints, fitted to the terminal: each seed's scores, the first seed's compression
+    report (the runs' whole ids among it) and efficiency, the seeds' mean ± sd; then where the runs are."""
+    width = output_width()
     for outcomes in runs:
-        console.print(_scores_table(outcomes))
-    console.print(_compression_table(runs[0]))
-    console.print(_efficiency_table(runs[0]))
+        table, notes = _scores_table(outcomes, width, wide)
+        print_table(table)
+        for line in notes:
+            typer.echo(fold(line, width))
+    print_table(_compression_table(runs[0], width, wide))
+    print_table(_efficiency_table(runs[0], width, wide))
     if len(runs) > 1:
-        console.print(_seeds_table(runs))
+        print_table(_seeds_table(runs, width, wide))
     for o in (o for outcomes in runs for o in outcomes):
         if not o.stored:
             err_console.print(printable(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run"), markup=False)
-    console.print(f"results in {printable(str(store.path))}", markup=False)
-    for line in chance_warnings([outcomes[-1].record for outcomes in runs]):
-        err_console.print(line, highlight=False, markup=False)
+    typer.echo(fold(f"results in {printable(str(store.path))}", width))
 
 
 def would_run(request: RunRequest, store: Store) -> list[str]:
@@ -111,78 +125,87 @@ def chance_warnings(records: list[RunRecord]) -> list[str]:
     return lines
 
 
-# Metrics that are proportions, shown in percent; other metrics (bits per byte, bytes per token,
-# vocabulary size) are shown as they are.
-PERCENT_METRICS = frozenset({"accuracy", "acc", "acc_norm", "f1", "em", "precision", "recall", "whole_word_share"})
-
-
 def _fmt(v: float | None, digits: int = 2, scale: float = 100.0) -> str:
     return "-" if v is None else f"{v * scale:.{digits}f}"
 
 
-
 def _value(v: float | None, metric: str) -> str:
+    """A score as the tables print it: a proportion (:data:`PERCENT_METRICS`) in percent, other metrics
+    (bits per byte, bytes per token, vocabulary size) as they are."""
     if metric in PERCENT_METRICS or v is None:
         return _fmt(v)
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4f}"
 
 
-def _scores_table(outcomes) -> Table:
+def _interval(s) -> str:
+    return "-" if s is None or s.ci_low is None else f"[{_value(s.ci_low, s.metric)}, {_value(s.ci_high, s.metric)}]"
+
+
+def _settings(r: RunRecord) -> str:
+    """The run's settings as the fit resolved them, one spelling (:func:`~harness.results.summary.settings_label`)."""
+    fit = r.fit.details if r.fit else None
+    return settings_label(resolved_config(json.dumps(r.spec.adapter_config), json.dumps(fit) if fit is not None else None,
+                                          json.dumps(r.spec.recipe)))
+
+
+def _scores_table(outcomes, width: int | None, wide: bool):
+    """Per task and language: the baseline's score and the method's with their 95% CIs, %Base with its
+    paired CI, chance-adjusted %Base, McNemar's p and the chance level; ranks as docs/cli.md lists them."""
     base, method = outcomes[0].record, outcomes[-1].record
-    spec = method.spec
-    table = Table(title=f"{spec.suite} | {spec.model} | {spec.adapter} {spec.adapter_config or ''} | profile {spec.profile}, seed {spec.seed}")
-    table.add_column("task / language")
-    table.add_column("metric")
-    table.add_column("baseline [95% CI]", justify="right")
-    if method is not base:
-        table.add_column(f"{spec.adapter} [95% CI]", justify="right")
-        table.add_column("%Base \\[paired CI]", justify="right")  # escaped: rich reads "[paired CI]" as a style tag
-        table.add_column("chance-adj. %Base", justify="right")
-        table.add_column("p (McNemar)", justify="right")
-    table.add_column("chance", justify="right")
-    base_scores = {(s.task, s.language, s.metric): s for s in base.scores}
-    compared = {(c.task, c.language, c.metric): c for c in method.comparisons}
+    spec, compares = method.spec, method is not base
+    title = f"{spec.suite} | {spec.model} | {spec.adapter} {_settings(method)} | profile {spec.profile}, seed {spec.seed}"
+    base_scores = {(s.task, s.language, s.split, s.metric): s for s in base.scores}
+    compared = {c.key(): c for c in method.comparisons}
+    several = len({(s.task, s.language, s.metric) for s in method.scores}) < len(method.scores)
+    columns = [Column("task / language"), Column("split", 0 if several else 6), Column("metric"), Column("baseline", right=True),
+               Column("95% CI", 2, right=True)]
+    if compares:
+        columns += [Column(spec.adapter, right=True), Column("95% CI", 2, right=True), Column("%Base", right=True), Column("paired CI", 1, right=True),
+                    Column("chance-adj. %Base", 3, right=True), Column("p (McNemar)", 4, right=True)]
+    columns.append(Column("chance", 3, right=True))
+    rows, styles, unpaired = [], [], []
     for s in method.scores:
-        b, c = base_scores.get((s.task, s.language, s.metric)), compared.get((s.task, s.language, s.metric))
-        row = [f"{s.task} / {s.language}", s.metric, _with_ci(b)]
-        if method is not base:
-            row += [_with_ci(s), _pct_base(s.pct_base, c), _fmt(c and c.chance_adjusted_pct_base, 1, 1.0), _fmt(c and c.p_value, 3, 1.0)]
+        key = (s.task, s.language, s.split, s.metric)
+        b, c = base_scores.get(key), compared.get(key)
+        row = [f"{s.task} / {s.language}", s.split, s.metric, _value(b and b.value, s.metric), _interval(b)]
+        if compares:
+            row += [_value(s.value, s.metric), _interval(s), _fmt(s.pct_base, 1, 1.0),
+                    _paired(c),
+                    _fmt(c and c.chance_adjusted_pct_base, 1, 1.0), _fmt(c and c.p_value, 3, 1.0)]
         flag = " (base at chance)" if c is not None and c.baseline_above_chance is False else ""
-        table.add_row(*row, _value(s.chance, s.metric) + flag, style="bold" if s.language == "avg" else None)
-    return table
+        rows.append(row + [_value(s.chance, s.metric) + flag])
+        styles.append("bold" if s.language == "avg" else None)
+        unpaired += [f"{s.task} / {s.language}: {c.unpaired}"] if c is not None and c.unpaired else []
+    table = rich_table(columns, rows, width, wide, styles=styles, title=title)
+    return table, [f"unpaired (no paired CI): {line}" for line in unpaired]
 
 
-def _pct_base(value: float | None, c) -> str:
-    """%Base with its paired CI, or with the reason it has none (``unpaired: ...``)."""
+def _paired(c) -> str:
+    """The paired CI of %Base, or ``unpaired`` where the comparison has none (its reason is printed below the table)."""
     if c is not None and c.unpaired:
-        return f"{_fmt(value, 1, 1.0)} (unpaired: {c.unpaired})"
+        return "unpaired"
     if c is None or c.pct_base_ci_low is None:
-        return _fmt(value, 1, 1.0)
-    return f"{_fmt(value, 1, 1.0)} [{_fmt(c.pct_base_ci_low, 1, 1.0)}, {_fmt(c.pct_base_ci_high, 1, 1.0)}]"
+        return "-"
+    return f"[{_fmt(c.pct_base_ci_low, 1, 1.0)}, {_fmt(c.pct_base_ci_high, 1, 1.0)}]"
 
 
-def _seeds_table(runs) -> Table:
+def _seeds_table(runs, width: int | None, wide: bool):
     """Mean ± sd over seeds of the method's score, %Base and chance-adjusted %Base."""
     from harness.measure.metrics import mean_sd  # scipy: seconds of every command's start, for this table only
 
     records = [outcomes[-1].record for outcomes in runs]
-    table = Table(title=f"over seeds {', '.join(str(r.spec.seed) for r in records)}: mean ± sd")
-    for title in ("task / language", "metric", "score", "%Base", "chance-adj. %Base"):
-        table.add_column(title, justify="left" if title in ("task / language", "metric") else "right")
+    columns = [Column("task / language"), Column("metric"), Column("score", right=True), Column("%Base", right=True),
+               Column("chance-adj. %Base", 1, right=True)]
+    rows, styles = [], []
     for s in records[0].scores:
         key = (s.task, s.language, s.split, s.metric)
         scores = [x for r in records for x in r.scores if (x.task, x.language, x.split, x.metric) == key]
         compared = [c for r in records for c in r.comparisons if c.key() == key]
-        cells = [
-            mean_sd([x.value for x in scores]), mean_sd([x.pct_base for x in scores]),
-            mean_sd([c.chance_adjusted_pct_base for c in compared]),
-        ]
         scale = 100.0 if s.metric in PERCENT_METRICS else 1.0
-        table.add_row(
-            f"{s.task} / {s.language}", s.metric, *(_pm(cells[0], scale), _pm(cells[1], 1.0), _pm(cells[2], 1.0)),
-            style="bold" if s.language == "avg" else None,
-        )
-    return table
+        rows.append([f"{s.task} / {s.language}", s.metric, _pm(mean_sd([x.value for x in scores]), scale),
+                     _pm(mean_sd([x.pct_base for x in scores]), 1.0), _pm(mean_sd([c.chance_adjusted_pct_base for c in compared]), 1.0)])
+        styles.append("bold" if s.language == "avg" else None)
+    return rich_table(columns, rows, width, wide, styles=styles, title=f"over seeds {', '.join(str(r.spec.seed) for r in records)}: mean ± sd")
 
 
 def _pm(mean_and_sd: tuple[float, float] | None, scale: float) -> str:
@@ -190,14 +213,6 @@ def _pm(mean_and_sd: tuple[float, float] | None, scale: float) -> str:
         return "-"
     mean, sd = mean_and_sd
     return f"{mean * scale:.2f} ± {sd * scale:.2f}"
-
-
-def _with_ci(s) -> str:
-    if s is None:
-        return "-"
-    if s.ci_low is None:
-        return _value(s.value, s.metric)
-    return f"{_value(s.value, s.metric)} [{_value(s.ci_low, s.metric)}, {_value(s.ci_high, s.metric)}]"
 
 
 def _column_title(o) -> str:
@@ -212,15 +227,11 @@ COMPRESSION_ROWS = (
 )
 
 
-def _compression_table(outcomes) -> Table:
-    table = Table(title="compression")
-    table.add_column("")
-    for o in outcomes:
-        table.add_column(_column_title(o), justify="right")
-    columns = [_compression_column(o.record) for o in outcomes]
-    for i, label in enumerate(COMPRESSION_ROWS):
-        table.add_row(label, *[col[i] for col in columns])
-    return table
+def _compression_table(outcomes, width: int | None, wide: bool):
+    """A column per run (baseline, method): its whole id, settings as fitted (prose, folded), and the report."""
+    columns = [Column("", prose=True), *(Column(_column_title(o), right=True) for o in outcomes)]
+    cells = [_compression_column(o.record) for o in outcomes]
+    return rich_table(columns, [[label, *(col[i] for col in cells)] for i, label in enumerate(COMPRESSION_ROWS)], width, wide, title="compression")
 
 
 def _compression_column(r: RunRecord) -> list[str]:
@@ -230,7 +241,7 @@ def _compression_column(r: RunRecord) -> list[str]:
         vocab += f" ({c.freed_slots:,} freed)"
     return [
         r.run_id,
-        escape(fitted_settings(r.spec.adapter_config, r.fit and r.fit.details, r.spec.recipe)),
+        Prose(fitted_settings(r.spec.adapter_config, r.fit and r.fit.details, r.spec.recipe)),
         f"{c.embedding_params_before:,} -> {c.embedding_params_after:,}",
         f"{c.emb_param_fraction:.2%}",
         f"{c.storage_bytes_before:,} -> {c.storage_bytes_after:,}",
@@ -241,7 +252,7 @@ def _compression_column(r: RunRecord) -> list[str]:
     ]
 
 
-def _efficiency_table(outcomes) -> Table:
+def _efficiency_table(outcomes, width: int | None, wide: bool):
     """The method beside the unchanged model timed in the same run (alternating rounds), with ratios;
     a baseline-only run shows its own figures. The title names the device they were timed on (a
     reused run's, which may not be this one's: the device is not part of a run's identity), and a
@@ -252,25 +263,21 @@ def _efficiency_table(outcomes) -> Table:
     own = {p: e for p, e in phases.items() if not p.startswith(BASE_PHASE)}
     when = "" if not outcomes[-1].reused else f" (run of {method.finished_at[:16].replace('T', ' ')})"
     if in_run:
-        table = Table(title=f"efficiency: unchanged model and {method.spec.adapter}, timed in one run on {method.device}{when} in alternating rounds")
-        columns = [("unchanged", in_run), (method.spec.adapter, own)]
+        title = f"efficiency: unchanged model and {method.spec.adapter}, timed in one run on {method.device}{when} in alternating rounds"
+        sides = [("unchanged", in_run), (method.spec.adapter, own)]
     else:
-        table = Table(title=f"efficiency on {method.device}{when}")
-        columns = [(method.spec.adapter, own)]
-    table.add_column("phase")
-    table.add_column("")
-    for title, _ in columns:
-        table.add_column(title, justify="right")
-    if in_run:
-        table.add_column("ratio", justify="right")
+        title = f"efficiency on {method.device}{when}"
+        sides = [(method.spec.adapter, own)]
+    columns = [Column("phase"), Column(""), *(Column(name, right=True) for name, _ in sides), *([Column("ratio", 1, right=True)] if in_run else [])]
+    rows = []
     for phase, e in own.items():
-        cells = [columns[0][1].get(phase), *([e] if in_run else [])]
+        timed = [sides[0][1].get(phase), *([e] if in_run else [])]
         for label, fmt, ratio_of in _EFFICIENCY_ROWS:
-            row = [fmt(c) if c else "-" for c in cells]
+            row = [f"{phase} ({e.batch} x {e.seq_len})", label, *(fmt(t) if t else "-" for t in timed)]
             if in_run:
-                row.append(f"{ratio_of(cells[1]) / ratio_of(cells[0]):.2f}x" if cells[0] else "-")
-            table.add_row(f"{phase} ({e.batch} x {e.seq_len})", label, *row)
-    return table
+                row.append(f"{ratio_of(timed[1]) / ratio_of(timed[0]):.2f}x" if timed[0] else "-")
+            rows.append(row)
+    return rich_table(columns, rows, width, wide, title=title)
 
 
 _EFFICIENCY_ROWS = (

@@ -87,6 +87,19 @@ def record(store: Readable, run_id: str) -> RunRecord:
     return _record_from_row(run, parts)
 
 
+def run_id(store: Readable, prefix: str) -> str:
+    """The run whose id is ``prefix``, else the one run whose id starts with it (as git takes a commit);
+    a StoreError listing the matches of an ambiguous prefix, or naming the command that lists runs."""
+    with store.reading() as con:
+        ids = [r for (r,) in con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id", [prefix]).fetchall()]
+    if prefix in ids or len(ids) == 1:
+        return prefix if prefix in ids else ids[0]
+    if not ids:
+        raise StoreError(f"no run '{prefix}' in {store.path}; list runs with `harness list runs`")
+    shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+    raise StoreError(f"run id prefix '{prefix}' matches {len(ids)} runs in {store.path}: {shown}; give more of the id")
+
+
 def run_items(store: Readable, run_id: str) -> list[ItemOutputs]:
     """A run's per-item outputs, one ItemOutputs per task x language x split x metric, items in stored order."""
     optional = "CASE WHEN count({0}) = 0 THEN NULL ELSE list({0} ORDER BY rowid) END"
