@@ -83,4 +83,4 @@ def test_each_entry_reads_current_stale_or_missing_and_only_those_not_current_ar
     listed = CliRunner().invoke(app, ["list", "matrix", "--db", str(store.path), "--matrix", str(file), "--profile", "smoke"])
     assert "4 runs (2 current, 1 stale, 1 missing)" in listed.stdout and "the whole matrix takes about" in listed.stdout
     bad = CliRunner().invoke(app, ["list", "matrix", "--matrix", str(tmp_path / "none.txt")])
-    assert bad.exit_code == 2 and "no matrix file" in bad.output
+    assert bad.exit_code == 2 and "cannot read matrix file" in bad.output and "No such file" in bad.output
