@@ -83,13 +83,6 @@ def config_label(config: str | None) -> str:
     return " ".join(setting_text(k, v) for k, v in items.items()) or "-"
 
 
-def disclosures(recipe: str | None) -> tuple[str, ...]:
-    """The budget changes made after a method's score was seen that a run's recipe (JSON text)
-    discloses (:class:`harness.budgets.Budgets`: ``recipe["disclosed"]``), a sentence each."""
-    note = json.loads(recipe).get("disclosed") if isinstance(recipe, str) else None
-    return (note,) if note else ()
-
-
 def run_label(adapter: str, config: str | None) -> str:
     label = config_label(config)
     return adapter if label == "-" else f"{adapter} {label}"

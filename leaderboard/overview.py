@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 from harness.leaderboard.frames import AXES, Axis, budget_bins, budget_label, config_label, key_settings, over_seeds
 
+from harness.results import disclosure
 from harness.results.queries import MARKERS
 
 ROW = ["model", "adapter", "config", "profile"]  # one overview row
@@ -24,7 +25,7 @@ ROW = ["model", "adapter", "config", "profile"]  # one overview row
 SYMBOLS = {"at_chance": "°", "unpaired": "†", "other_settings": "‡", "disclosed": "¶", "stale": "§"}
 MEANINGS = {
     **{name: text for name, (_, text) in MARKERS.items()}, "other_settings": "run with other suite settings than most of its column",
-    "disclosed": "rests on a budget changed after a method's score was seen",
+    "disclosed": f"rests on a {disclosure.LABEL}",
 }
 NOTES = {"unpaired": "unpaired_reason", "disclosed": "disclosure"}  # markers numbered by their note: †1, ¶2
 

@@ -10,6 +10,8 @@ from harness.leaderboard.significance import APART, BELOW, BEST, TIED
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from harness.results import disclosure
+
 BASELINE_COLOUR = "#7f7f7f"
 PAPER_COLOUR = "#222222"
 FRONTIER_NAME = "Pareto frontier"
@@ -44,7 +46,7 @@ def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str, axis: Axis) -
     notes = [
         (AT_CHANCE_NOTE if chance else "")
         + ("<br><b>stale: made by other code than the installed one</b>" if stale else "")
-        + (f"<br><b>budget changed after a method's score was seen:</b> {note}" if note else "")
+        + (f"<br><b>{disclosure.LABEL}:</b> {note}" if note else "")
         for chance, stale, note in zip(flagged, rows.stale.astype(bool), rows.disclosure.fillna(""))
     ]
     sd = rows.pct_base_sd.map(lambda v: "" if pd.isna(v) else f", sd over seeds {v:.1f}")

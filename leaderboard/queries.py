@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.leaderboard.frames import disclosures
-
 from harness.errors import EmptyStoreError, StoreBusyError
 from harness.results import queries, summary
+from harness.results.disclosure import disclosures
 from harness.results.store import Store
 
 
@@ -76,7 +75,7 @@ def headline_rows(store: Store) -> pd.DataFrame:
     """The summary (:func:`harness.results.summary.read`) with, per run, ``baseline_variant`` (the
     configuration its %Base divides by: its baseline's variant; a baseline's own) and ``disclosure``
     (the budget changes made after a method's score was seen that its %Base rests on, its own recipe's
-    and its baseline's, :func:`~harness.leaderboard.frames.disclosures`; "" for none)."""
+    and its baseline's, :func:`harness.results.disclosure.disclosures`; "" for none)."""
     rows = queries.headlines(store)
     notes = dict(zip(rows.run_id, rows.recipe.map(disclosures)))
     out = summary.with_run_facts(rows)

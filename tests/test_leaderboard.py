@@ -102,7 +102,7 @@ def test_reference_load_bad_csv_is_one_line_error(tmp_path):
     bad.write_text("paper,value\nasg,1\n")
     result = CliRunner().invoke(app, ["reference", "load", "--db", str(tmp_path / "x.duckdb"), "--csv", str(bad)])
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: ") and "lacks columns" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("error: ") and "lacks column" in result.stderr and len(result.stderr.splitlines()) == 1
 
 
 def test_leaderboard_on_a_taken_port_is_one_line_error(leaderboard_db):
