@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 from harness.leaderboard import frames, landing, overview, pages, plots, queries
+from harness.leaderboard.main_job import MAIN_JOB
 from harness.leaderboard.reads import groups, read
 
 from harness.results.store import default_path
@@ -26,7 +27,7 @@ def first_run(path: Path, paper_rows: int = 0) -> None:
     st.info(
         f"No runs in `{path}` yet{papers}. Run a method on a suite (its baseline runs too), load the papers' "
         "reported numbers, then reload this page:\n\n"
-        f"```bash\nharness run --suite xnli --adapter asg --db {path}\nharness reference load --db {path}\n```"
+        f"```bash\nharness run --suite {MAIN_JOB.suite} --adapter {MAIN_JOB.adapter} --db {path}\nharness reference load --db {path}\n```"
     )
 
 
@@ -62,7 +63,7 @@ def chart_tabs(path: Path, summary: pd.DataFrame, chart: pd.Series, cell: landin
             pages.languages(shown(read("scores", path, view)))
     if efficiency.open:
         with efficiency:
-            pages.efficiency(shown(read("efficiency", path, view)), colours)
+            pages.efficiency(read("efficiency", path, view), summary.run_id, colours)
     if detail.open:
         with detail:
             pages.run_detail(read("runs", path, view), lambda run_id: read("run", path, run_id), papers, cell.run_id if cell else None)
@@ -73,19 +74,17 @@ def main() -> None:
     st.title(TITLE)
     st.caption("How much of the base model's quality survives at what compression, speed and memory.")
     path = default_path()
-    if not path.exists() or path.stat().st_size == 0:
-        first_run(path)
-        return
-    data = read("landing", path)
+    data = read("landing", path)  # a path `harness results` refuses is refused here with its line
     if data.runs == 0 or data.summary.empty:
         first_run(path, data.paper_rows)
         return
     kept = landing.filtered(data.summary)
     summary = kept.summary
-    hidden = (f"{kept.stale_hidden} stale runs (made by other code than the installed one) are hidden: "
+    hidden = (f"{data.stale} stale runs (made by other code than the installed one) are hidden: "
               "**Include stale runs** in the sidebar shows them.") if kept.stale_hidden else ""
-    st.sidebar.caption(f"{data.runs} runs ({data.failed} failed), {data.paper_rows} paper rows, read-only from `{path}`")
-    table = overview.build(summary, kept.aggregate, kept.axis)
+    st.sidebar.caption(f"{data.runs} runs ({data.failed} failed, {data.stale} stale), {data.paper_rows} paper rows, read-only from `{path}`")
+    rows, columns = landing.rows_of(summary, MAIN_JOB)
+    table = overview.build(rows, kept.aggregate, kept.axis, columns)
     if table.display.empty:
         st.info(f"{pages.NO_MATCH} {hidden}".rstrip())
         return
@@ -93,7 +92,7 @@ def main() -> None:
         st.caption(hidden)
     headlines = summary.drop_duplicates("suite").set_index("suite").apply(lambda r: f"{r.task} {r.metric}", axis=1).to_dict()
     cell = landing.table(table, headlines, kept.axis)
-    chart = landing.chart_picker(landing.views(summary, table.suites), cell, summary)
+    chart = landing.chart_picker(landing.views(summary, table.suites), cell, summary, MAIN_JOB)
     chart_tabs(path, summary, chart, cell, data.paper_rows, data.failed, kept.axis)
 
 

@@ -18,7 +18,7 @@ from harness.results.queries import MARKERS
 GROUP = ["suite", "model", "profile", "task", "metric", "setting"]  # one Pareto chart / heatmap each
 TABLE_COLUMNS = {
     "adapter": "adapter", "config": "config", "value": "score", "ci_low": "CI low", "ci_high": "CI high",
-    "pct_base": "%Base", "pct_base_ci_low": "%Base CI low", "pct_base_ci_high": "%Base CI high",
+    "pct_base": "%Base", "pct_base_ci_low": "%Base CI low", "pct_base_ci_high": "%Base CI high", "disclosure": "budget disclosed",
     "group": "significance", "unpaired_reason": "no paired interval because", "stale": "stale",
     "chance_adjusted_pct_base": "chance-adj. %Base", "at_chance": "baseline at chance", "p_value": "p (McNemar)",
     "flip_rate": "flips", "seeds": "seeds", "value_sd": "score sd", "pct_base_sd": "%Base sd",
@@ -30,8 +30,7 @@ TABLE_COLUMNS = {
 SEED_MEANS = ["value", "ci_low", "ci_high", "pct_base", "pct_base_ci_low", "pct_base_ci_high", "chance_adjusted_pct_base", "p_value", "flip_rate"]
 EFFICIENCY_COLUMNS = {
     "adapter": "adapter", "config": "config", "latency_ratio": "latency × base", "throughput_ratio": "tokens/s × base",
-    "memory_ratio": "memory × base", "p50_ms": "p50 ms", "p95_ms": "p95 ms", "throughput": "tokens/s",
-    "peak_mem_mb": "peak MB", "device": "timed on", "suite": "suite", "model": "model", "profile": "profile", "run_id": "run_id",
+    "memory_ratio": "memory × base", "device": "timed on", "suite": "suite", "model": "model", "profile": "profile", "run_id": "run_id",
 }
 
 
@@ -174,20 +173,35 @@ def recovery_curves(points: pd.DataFrame) -> pd.DataFrame:
     return lines.assign(line=names)[CURVE_COLUMNS].reset_index(drop=True)
 
 
-def with_ratios(eff: pd.DataFrame) -> pd.DataFrame:
-    """Efficiency rows plus compressed / base for p50 latency, throughput and peak memory."""
-    return eff.assign(
-        latency_ratio=eff.p50_ms / eff.base_p50_ms,
-        throughput_ratio=eff.throughput / eff.base_throughput,
-        memory_ratio=eff.peak_mem_mb / eff.base_peak_mem_mb,
-    )
+TIMING_KEYS = ["phase", "batch", "seq_len"]
+
+
+def in_run_ratios(eff: pd.DataFrame) -> pd.DataFrame:
+    """Timed phases of each method configuration's newest run (``eff`` in finishing order, as
+    :func:`harness.results.queries.efficiency` gives it) whose base was timed in the same process, in
+    alternating rounds (the run's ``base:<phase>``), with method / base for p50 latency, throughput and
+    peak memory. Left out:
+    the baselines' own phases (each is the base) and a phase whose base figures are a baseline run's,
+    timed in another process (:func:`harness.results.queries.efficiency` gives them where a run timed
+    no base of its own): they are that baseline row's stored values exactly."""
+    methods, bases = eff[eff.adapter.ne("none")], eff[eff.adapter.eq("none")]
+    methods = methods.drop_duplicates(["adapter", "config", *TIMING_KEYS], keep="last")  # the newest run of a configuration (rows by finish time)
+    copied = bases[TIMING_KEYS + ["p50_ms", "throughput", "peak_mem_mb"]].rename(columns=lambda c: c if c in TIMING_KEYS else f"base_{c}")
+    other = methods.merge(copied.drop_duplicates(), how="left", indicator=True)["_merge"].eq("both").to_numpy()
+    rows = methods[~other]
+    return rows.assign(
+        latency_ratio=rows.p50_ms / rows.base_p50_ms,
+        throughput_ratio=rows.throughput / rows.base_throughput,
+        memory_ratio=rows.peak_mem_mb / rows.base_peak_mem_mb,
+    ).dropna(subset=["latency_ratio"])
 
 
 def leaderboard_table(summary: pd.DataFrame, eff: pd.DataFrame, groups: pd.Series) -> pd.DataFrame:
     """Headline rows (mean over seeds) with their significance group (``groups``, by variant: those of
-    the chart on screen, ``""`` for another task or metric), storage in MB and the latency ratio,
-    columns renamed for display."""
-    latency = with_ratios(eff).drop_duplicates("run_id")[["run_id", "latency_ratio"]]  # first phase stored
+    the chart on screen, ``""`` for another task or metric), storage in MB, the latency ratio against
+    the base timed in the same run (:func:`in_run_ratios`; none where there is none), and the budget
+    changes disclosed that the row rests on; columns renamed for display."""
+    latency = in_run_ratios(eff).drop_duplicates("run_id")[["run_id", "latency_ratio"]]  # first phase stored
     rows = over_seeds(summary).merge(latency, on="run_id", how="left")
     rows["group"] = rows.variant.map(groups).fillna("")
     rows["storage_mb"] = rows.storage_bytes / 1e6
@@ -206,10 +220,10 @@ def language_matrix(scores: pd.DataFrame) -> pd.DataFrame:
     return matrix.loc[rows, languages]
 
 
-def efficiency_table(eff: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: latency, throughput, memory and their ratios to the baseline's."""
-    rows = with_ratios(eff).assign(config=eff.config.map(config_label))
-    return rows[list(EFFICIENCY_COLUMNS)].rename(columns=EFFICIENCY_COLUMNS)
+def efficiency_table(ratios: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of :func:`in_run_ratios`: its latency, throughput and memory against the base
+    timed beside it."""
+    return ratios.assign(config=ratios.config.map(config_label))[list(EFFICIENCY_COLUMNS)].rename(columns=EFFICIENCY_COLUMNS)
 
 
 def export_command(run_id: str) -> str:

@@ -1,5 +1,6 @@
 """The landing page's widgets: the sidebar filters (held in the URL's query parameters, so a view can
-be shared), the overview table (issue 35) with its selectable cells, and the chart selector."""
+be shared), the overview's model and suite pickers, its table with selectable cells, and
+the chart selector (opening on the main job's chart)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ import pandas as pd
 import streamlit as st
 from harness.leaderboard import overview
 from harness.leaderboard.frames import AXES, Axis
+from harness.leaderboard.main_job import MainJob
 from harness.leaderboard.plots import log_ticks
 from plotly.colors import sample_colorscale
 
 SHOWN_ROWS = 200  # overview rows sent to the page (sorted best first); colouring 666 rows took 1.6 s of a 10,000-run store's load
+SHOWN_SUITES = 3  # suite columns shown unless picked: with the first columns they fit a 1,280 px window beside the sidebar
+GRID_ROWS = 12    # rows the grid shows before it scrolls
 FILTERS = {"model": "model", "suite": "suite", "method": "adapter", "setting": "setting", "profile": "profile"}
 # the overview's first columns in order, then each suite's: pixels (a fixed layout: the browser test finds a header by it)
-WIDTHS = {"method": 340, "model": 90, "budget": 95, "bytes kept": 90, "params kept": 95, "avg %Base": 85, "suite": 165}
+WIDTHS = {"method": 160, "rank": 55, "budget": 75, "avg %Base": 70, "suite": 145}
 
 
 @dataclass(frozen=True)
@@ -115,38 +119,61 @@ def _shown_as(styler, numbers: pd.DataFrame, texts: pd.DataFrame):
     return styler
 
 
+def rows_of(summary: pd.DataFrame, job: MainJob) -> tuple[pd.DataFrame, list[str]]:
+    """The overview's pickers: the model whose rows it lists (the main job's first; in the URL as
+    ``rows``) and its suite columns (the main job's suite, then the most covered; the first
+    :data:`SHOWN_SUITES` unless picked, in the URL as ``columns-MODEL``); returns that model's summary
+    rows and the suites to show."""
+    main_model = job.model
+    counts = summary[summary.adapter.ne("none")].model.value_counts()
+    names = sorted(counts.index, key=lambda m: (m != main_model, -counts[m], m))
+    if not names:
+        return summary.iloc[:0], []
+    model = st.segmented_control("Overview of model", names, default=names[0], required=True, key="rows", bind="query-params",
+                                 format_func=lambda m: f"{m} (main job)" if m == main_model else m)
+    rows = summary[summary.model.eq(model)]
+    suites = sorted(overview.coverage(rows), key=lambda s: s != job.suite)  # stable: the rest stay most covered first
+    picked = st.multiselect(
+        "suite columns (most covered first)", suites, default=suites[:SHOWN_SUITES], key=f"columns-{model}", bind="query-params",
+        placeholder=f"all {len(suites)}", help="The suites shown as columns; a row is ranked over the shown suites it covers.",
+    )
+    return rows, picked or suites
+
+
 def table(view: overview.Overview, headlines: dict[str, str], axis: Axis = AXES["bytes"]) -> Cell | None:
     """The overview table, coloured by %Base; returns the cell the user selected, if any."""
     st.caption(
-        "One row per method configuration and model; per suite the headline %Base (method / baseline × 100) "
-        "with its paired 95% interval, mean over seeds (± sd where there are several). Rows are grouped by "
-        f"**budget**, a factor of two on the sidebar's compression axis ({axis.label}, as a share of the base's; most compressed first), "
-        "and ranked within it by the mean %Base over the suites a row covers; a column header sorts by it. "
-        "**avg %Base** is shown only where another row covers the same suites (an average over different suites "
-        "compares nothing). Select a cell for its chart and run."
+        "One row per method configuration; per suite the headline %Base (method / baseline × 100) with its paired 95% "
+        "interval, mean over seeds (± sd where there are several). **rank** compares a row only with rows that cover the "
+        "same shown suites with the same suite settings and baselines, inside one **budget** (a factor of two in "
+        f"{axis.label}, as a share of the base's), by the mean %Base over those suites; such groups follow each other "
+        "(most suites first) and are not ranked against each other. **avg %Base** is that mean where a row covers several "
+        "suites. A column header sorts by it; select a cell for its chart and run."
     )
-    shown = view.display.drop(columns=["adapter"]).head(SHOWN_ROWS)
+    shown = view.display.drop(columns=["adapter", "model"]).head(SHOWN_ROWS)
     if len(view.display) > SHOWN_ROWS:
         st.caption(f"The first {SHOWN_ROWS} of {len(view.display)} rows; the sidebar's filters narrow them.")
     styled = shown.style.apply(lambda _: _colours(view.pct_base.head(SHOWN_ROWS), view.suites, list(shown.columns)), axis=None)
     numbers = {"params kept": "{:.3%}", "bytes kept": "{:.2%}", "storage MB": "{:.2f}", "avg %Base": "{:.1f}"}
     styled = styled.format(numbers, subset=list(numbers), na_rep="")
     styled = _shown_as(styled, shown[view.suites], view.texts.head(SHOWN_ROWS))
+    kept = {"bytes": "bytes kept", "parameters": "params kept"}[axis.key]
     formats = {
-        "method": st.column_config.TextColumn(width=WIDTHS["method"]),
-        "model": st.column_config.TextColumn(width=WIDTHS["model"]),
+        "method": st.column_config.TextColumn(width=WIDTHS["method"], pinned=True),
+        "rank": st.column_config.TextColumn(width=WIDTHS["rank"], help="among the rows of its group (same shown suites, suite settings and baselines) and budget"),
         "budget": st.column_config.TextColumn(width=WIDTHS["budget"], help=f"a factor of two in {axis.label}, as a share of the base model's"),
-        "bytes kept": st.column_config.NumberColumn(width=WIDTHS["bytes kept"], help="embedding storage (token tables, id maps, any untied output head) / the base model's"),
-        "params kept": st.column_config.NumberColumn(width=WIDTHS["params kept"], help="embedding parameters kept / the base model's"),
-        "avg %Base": st.column_config.NumberColumn(width=WIDTHS["avg %Base"]),
+        "bytes kept": st.column_config.NumberColumn(help="embedding storage (token tables, id maps, any untied output head) / the base model's"),
+        "params kept": st.column_config.NumberColumn(help="embedding parameters kept / the base model's"),
+        "avg %Base": st.column_config.NumberColumn(width=WIDTHS["avg %Base"], help="mean %Base over the shown suites the row covers, where it covers several"),
         "storage MB": st.column_config.NumberColumn(help="embedding storage incl. fixed id maps and any untied output head"),
         **{s: st.column_config.NumberColumn(help=f"headline: {headlines.get(s, s)}", width=WIDTHS["suite"]) for s in view.suites},
     }
-    first = [*list(WIDTHS)[:-1], *view.suites]
+    first = [*list(WIDTHS)[:-1], *view.suites, kept]
     event = st.dataframe(
         styled, hide_index=True, column_config=formats, on_select="rerun", selection_mode="single-cell", key="overview",
         column_order=first + [c for c in shown.columns if c not in first and c != "settings"] + ["settings"],  # the full configuration last: it is long
         placeholder="",  # a suite a row has no run on: an empty cell
+        height=min(len(shown), GRID_ROWS) * 35 + 38,
     )
     st.caption(f"Markers: {overview.legend(view)}.")
     cells = event.selection.cells if event is not None else []
@@ -172,13 +199,27 @@ def views(summary: pd.DataFrame, suites: list[str]) -> pd.DataFrame:
     return charts.assign(label=label).drop(columns="order")
 
 
-def chart_picker(charts: pd.DataFrame, cell: Cell | None, summary: pd.DataFrame) -> pd.Series:
-    """The chart selector (in the URL as ``chart``); a newly selected overview cell switches it to that cell's chart."""
+def main_chart(charts: pd.DataFrame, summary: pd.DataFrame, job: MainJob) -> int:
+    """The chart the page opens on: the main job's suite on its model (the one holding the newest
+    run of the main job's adapter there, else the first), else the first chart."""
+    mine = charts[charts.suite.eq(job.suite) & charts.model.eq(job.model)]
+    if mine.empty:
+        return 0
+    runs = summary[summary.suite.eq(job.suite) & summary.model.eq(job.model) & summary.adapter.eq(job.adapter)]
+    newest = runs.sort_values("finished_at").tail(1)
+    held = mine[mine.profile.isin(newest.profile) & mine.task.isin(newest.task) & mine.metric.isin(newest.metric)]
+    return charts.index.get_loc((held if len(held) else mine).index[0])
+
+
+def chart_picker(charts: pd.DataFrame, cell: Cell | None, summary: pd.DataFrame, job: MainJob) -> pd.Series:
+    """The chart selector (in the URL as ``chart``; the main job's chart unless it names another); a newly
+    selected overview cell switches it to that cell's chart."""
     labels = list(charts.label)
     if cell is not None and st.session_state.get("picked") != cell:
         st.session_state["picked"] = cell
         run = summary.set_index("run_id").loc[cell.run_id]
         st.session_state["chart"] = charts[(charts.suite == run.suite) & (charts.model == run.model)
                                            & (charts.profile == run.profile) & (charts.task == run.task)].label.iloc[0]
-    label = st.selectbox("Chart (one suite, model and profile at a time)", labels, key="chart", bind="query-params")
+    label = st.selectbox("Chart (one suite, model and profile at a time)", labels, index=main_chart(charts, summary, job),
+                         key="chart", bind="query-params")
     return charts[charts.label == label].iloc[0]

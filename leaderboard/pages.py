@@ -32,16 +32,13 @@ TABLE_FORMATS = {
     "params kept": st.column_config.NumberColumn(format="%.5f", help="embedding parameters kept / the base's"),
     "bytes kept": st.column_config.NumberColumn(format="%.5f", help="embedding storage (token tables, id maps, any untied output head) / the base's"),
     "storage MB": st.column_config.NumberColumn(format="%.2f", help="embedding storage incl. fixed id maps and any untied output head"),
-    "latency × base": st.column_config.NumberColumn(format="%.2f", help="p50 latency / the baseline's"),
+    "latency × base": st.column_config.NumberColumn(format="%.2f", help="p50 latency / the unchanged model's, timed in the same process"),
+    "budget disclosed": st.column_config.TextColumn(help="a budget change made after a method's score was seen, which this row rests on"),
 }
 EFFICIENCY_FORMATS = {
     "latency × base": TABLE_FORMATS["latency × base"],
-    "tokens/s × base": st.column_config.NumberColumn(format="%.2f"),
-    "memory × base": st.column_config.NumberColumn(format="%.2f"),
-    "p50 ms": st.column_config.NumberColumn(format="%.1f"),
-    "p95 ms": st.column_config.NumberColumn(format="%.1f"),
-    "tokens/s": st.column_config.NumberColumn(format="%.0f"),
-    "peak MB": st.column_config.NumberColumn(format="%.0f"),
+    "tokens/s × base": st.column_config.NumberColumn(format="%.2f", help="throughput / the base's, timed in the same process"),
+    "memory × base": st.column_config.NumberColumn(format="%.2f", help="peak memory / the base's, timed in the same process"),
 }
 
 
@@ -68,11 +65,12 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
     r = points.iloc[0]
     prompted = "" if pd.isna(r.shots) else f", {int(r.shots)}-shot"
     hollow = (f"Hollow: {len(papers)} points the papers report in the same training regime "
-              f"({', '.join(sorted(set(points.regime)))}), setting and metric for their own base models (family in the hover), "
-              "%Base against their own baselines." if axis.column == "emb_param_fraction" else
+              f"({', '.join(sorted(set(points.regime)))}), setting and metric for their own base models (named in the legend, "
+              "a shape per base model; family in the hover), %Base against their own baselines." if axis.column == "emb_param_fraction" else
               "The papers print parameter shares, not bytes: their points show on the parameters axis (sidebar).")
     st.caption(
-        f"%Base of {r.metric} on {r.task}{prompted} (average over languages where scored per language; mean over seeds, whisker: sd) "
+        f"%Base of {r.metric} on {r.task}{prompted} (average over languages where scored per language; mean over seeds) with its paired 95% "
+        f"interval as error bars (the same items resampled for both runs; sd over seeds in the hover) "
         f"against the {axis.what}. Dashed: the Pareto frontier of the measured runs. "
         "x: the baseline is not significantly above chance, so %Base divides by noise (off the frontier unless "
         f"toggled). {hollow} Ring: the cell selected in the overview."
@@ -113,9 +111,9 @@ def recovery(points: pd.DataFrame, colours: dict[str, str]) -> None:
 
 SIGNIFICANCE = (
     "Marker shape: ★ the best configuration of its compression budget (a factor of two in the fraction kept on the "
-    "chosen axis, bytes or parameters), ● not significantly different from it, ▼ significantly below it (paired bootstrap over the same "
+    "chosen axis, bytes or parameters) among those on the same baseline, ● not significantly different from it, ▼ significantly below it (paired bootstrap over the same "
     "items, two-sided, Holm-corrected within the budget, α = 0.05), ■ not compared: measured on other items "
-    "(another baseline or seed) or without per-item outputs."
+    "(another seed's baseline run) or without per-item outputs."
 )
 
 
@@ -155,15 +153,30 @@ def languages(scores: pd.DataFrame) -> None:
         st.info("This chart's suite scores one language (xnli scores 15): pick a multilingual one above.")
 
 
-def efficiency(eff: pd.DataFrame, colours: dict[str, str]) -> None:
-    if eff.empty:
-        st.info(NO_MATCH)
+def efficiency(eff: pd.DataFrame, kept: pd.Series, colours: dict[str, str]) -> None:
+    """Each method run's speed and memory as ratios to the unchanged model timed in the same process
+    (:func:`harness.leaderboard.frames.in_run_ratios`, of every run of the view: the baseline runs tell
+    which base figures are theirs), of the runs ``kept`` (the sidebar's filters); absolute figures only
+    in a run's own detail."""
+    ratios = frames.in_run_ratios(eff)
+    eff, ratios = eff[eff.run_id.isin(kept)], ratios[ratios.run_id.isin(kept)]
+    if ratios.empty:
+        st.info("No method run of this view timed the unchanged model in its own process: speed and memory are shown "
+                "only as ratios to the base timed beside the compressed model.")
         return
     st.caption(
-        "Forward passes over synthetic token ids. Each run is timed in its own process and the baseline is "
-        "usually an earlier, reused run, so the ratios (compressed / baseline) also carry differences in machine load."
+        "Each run timed the compressed model and the unchanged one in the same process, in alternating rounds, on synthetic "
+        "token ids: bars are compressed / unchanged for p50 latency, throughput and peak memory of each configuration's newest run "
+        "(1 = the same; latency and memory "
+        "below 1 are better, throughput above 1). Runs timed without the base beside them are left out, and so are absolute "
+        "milliseconds: one run's figures are not comparable with another's (other load, another day). The **Run detail** tab "
+        "gives a run's own timings with its machine and date."
     )
-    for (phase, batch, seq_len), part in eff.groupby(["phase", "batch", "seq_len"], sort=False):
+    configurations = ["adapter", "config"]
+    left_out = len(eff[eff.adapter.ne("none")].drop_duplicates(configurations)) - len(ratios.drop_duplicates(configurations))
+    if left_out:
+        st.caption(f"{left_out} configuration(s) of this view: the newest run timed no base beside it, so no ratio.")
+    for (phase, batch, seq_len), part in ratios.groupby(frames.TIMING_KEYS, sort=False):
         st.subheader(f"{phase}: batch {batch} × {seq_len} tokens")
         st.plotly_chart(plots.efficiency_figure(part, colours), key=_key("efficiency", phase, batch, seq_len))
         st.dataframe(
@@ -184,8 +197,10 @@ def run_detail(runs: pd.DataFrame, load: Callable[[str], RunRecord], papers: pd.
     }
     labels = list(run_ids)
     first = next((i for i, label in enumerate(labels) if run_ids[label] == selected), 0)
-    record = load(run_ids[st.selectbox("Run (newest first)", labels, index=first)])
+    run_id = run_ids[st.selectbox("Run (newest first)", labels, index=first)]
+    record = load(run_id)
     _status(record)
+    st.markdown(f"**Settings** (as the fit resolved them): `{frames.config_label(runs.set_index('run_id').config[run_id])}`")
     if record.status == "finished":
         st.markdown("**Export** (the compressed model for `harness.load_compressed`, lm-eval and MTEB)")
         st.code(frames.export_command(record.run_id), language="bash")
@@ -208,12 +223,37 @@ def run_detail(runs: pd.DataFrame, load: Callable[[str], RunRecord], papers: pd.
         st.markdown("**The papers' points in this run's regime and setting**")
         st.dataframe(mine, hide_index=True)
     if record.efficiency:
-        st.markdown("**Efficiency**")
-        st.dataframe(pd.DataFrame(record.efficiency).drop(columns="samples_ms"), hide_index=True)
+        _timings(record)
+
+
+TIMINGS = {"phase": "phase", "batch": "batch", "seq_len": "tokens", "p50_ms": "p50 ms", "p95_ms": "p95 ms",
+           "throughput": "tokens/s", "peak_mem_mb": "peak MB"}
+
+
+def _timings(record: RunRecord) -> None:
+    """The run's own timings, labelled with the machine and day they were taken on: absolute figures,
+    comparable only with the unchanged model's timed in the same run (phases ``base:...``)."""
+    hardware = record.provenance.hardware
+    machine = ", ".join(str(v) for v in (record.device, hardware.get("processor"), hardware.get("cpu_count") and f"{hardware['cpu_count']} cores",
+                                          record.provenance.host) if v)
+    st.markdown(f"**Timings** on {machine}, {(record.finished_at or record.started_at)[:10]}: compare only with this run's "
+                "`base:` rows (the unchanged model, timed in the same process), never with another run's figures")
+    rows = pd.DataFrame(record.efficiency)[list(TIMINGS)].rename(columns=TIMINGS)
+    st.dataframe(rows.round({"p50 ms": 1, "p95 ms": 1, "tokens/s": 0, "peak MB": 0}), hide_index=True)
+
+
+def duration(seconds: float | None) -> str:
+    """A wall time rounded for reading: ``8.4 s``, ``9 min 12 s``, ``2 h 05 min``."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes = round(seconds) // 60
+    return f"{minutes} min {round(seconds) % 60} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def _status(record: RunRecord) -> None:
-    wall = "-" if record.wall_s is None else f"{record.wall_s:.1f} s"
+    wall = duration(record.wall_s)
     line = f"**{record.status}** · started {record.started_at} · finished {record.finished_at or '-'} · wall {wall} · {record.device}"
     st.markdown(line)
     if record.status == "failed":

@@ -5,31 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from harness.leaderboard.frames import AXES, Axis, config_label, pareto_frontier, run_label
+from harness.leaderboard.frames import AXES, Axis, config_label, key_settings, pareto_frontier
 from harness.leaderboard.significance import APART, BELOW, BEST, TIED
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
+
+from harness.results import disclosure
 
 BASELINE_COLOUR = "#7f7f7f"
 PAPER_COLOUR = "#222222"
 FRONTIER_NAME = "Pareto frontier"
 PAPERS_NAME = "papers (reported)"
-# label corner -> offset of the label's centre from its marker, in axis fractions
-LABEL_OFFSETS = {"top left": (-0.07, 0.04), "top right": (0.07, 0.04), "bottom left": (-0.07, -0.04), "bottom right": (0.07, -0.04)}
-
-
-def label_positions(u: np.ndarray, v: np.ndarray) -> list[str]:
-    """A corner per marker (u: log10 x, v: y) whose label lies farthest from the labels and
-    markers placed so far; labels near an edge point inwards so they are not cut off."""
-    span = lambda a: (a - a.min()) / (np.ptp(a) or 1.0)  # noqa: E731
-    pts = np.column_stack([span(u), span(v)])
-    taken, chosen = [*pts], []
-    for x, y in pts:
-        corners = {k: (x + dx, y + dy) for k, (dx, dy) in LABEL_OFFSETS.items() if not (x > 0.8 and dx > 0 or x < 0.2 and dx < 0)}
-        best = max(corners, key=lambda k: min(np.hypot(corners[k][0] - a, (corners[k][1] - b) * 2) for a, b in taken))
-        taken.append(corners[best])
-        chosen.append(best)
-    return chosen
+PAPER_SYMBOLS = ["circle-open", "diamond-open", "square-open", "triangle-up-open", "pentagon-open", "hexagon-open", "star-open"]  # by base model
 
 
 def adapter_colours(names) -> dict[str, str]:
@@ -52,26 +39,31 @@ def _symbol(at_chance: bool, group: str | None) -> str:
 
 
 def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str, axis: Axis) -> go.Scatter:
-    """One adapter's points (means over seeds, whisker: sd of %Base) at their fraction kept on ``axis``;
-    a point whose baseline is at chance is drawn as an x and says so in its hover, as does a stale run."""
+    """One adapter's points (means over seeds, error bars: the paired 95% interval of %Base) at their
+    fraction kept on ``axis``; a point whose baseline is at chance is drawn as an x and says so in its
+    hover, as do a stale run and one resting on a disclosed budget change."""
     flagged = rows.at_chance.astype(bool)
     notes = [
         (AT_CHANCE_NOTE if chance else "")
         + ("<br><b>stale: made by other code than the installed one</b>" if stale else "")
-        for chance, stale in zip(flagged, rows.stale.astype(bool))
+        + (f"<br><b>{disclosure.LABEL}:</b> {note}" if note else "")
+        for chance, stale, note in zip(flagged, rows.stale.astype(bool), rows.disclosure.fillna(""))
     ]
+    sd = rows.pct_base_sd.map(lambda v: "" if pd.isna(v) else f", sd over seeds {v:.1f}")
     custom = list(zip(
         rows.config.map(config_label), rows.value, rows.ci_low, rows.ci_high, rows.storage_bytes / 1e6, rows.run_id,
         rows.chance_adjusted_pct_base.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"), rows.setting.fillna("-"),
-        rows.seeds, notes, [g if isinstance(g, str) else "-" for g in rows.group],
+        rows.seeds, notes, [g if isinstance(g, str) else "-" for g in rows.group], rows.pct_base_ci_low, rows.pct_base_ci_high, sd,
     ))
     return go.Scatter(
         x=rows[axis.column], y=rows.pct_base, mode="markers", name=adapter, customdata=custom,
-        error_y=dict(type="data", array=rows.pct_base_sd.fillna(0), visible=bool((rows.seeds > 1).any())),
+        error_y=dict(type="data", symmetric=False, array=(rows.pct_base_ci_high - rows.pct_base).clip(lower=0).fillna(0),
+                     arrayminus=(rows.pct_base - rows.pct_base_ci_low).clip(lower=0).fillna(0), thickness=1.5, width=5),
         marker=dict(color=colour, size=12, symbol=[_symbol(f, g) for f, g in zip(flagged, rows.group)], line=dict(color=colour, width=2)),
         hovertemplate=(
             f"<b>{adapter}</b> %{{customdata[0]}}<br>score %{{customdata[1]:.4f}} "
-            "[%{customdata[2]:.4f}, %{customdata[3]:.4f}] (95% CI)<br>%Base %{y:.1f}, chance-adjusted %{customdata[6]}<br>"
+            "[%{customdata[2]:.4f}, %{customdata[3]:.4f}] (95% CI)<br>%Base %{y:.1f} [%{customdata[11]:.1f}, %{customdata[12]:.1f}] "
+            "(paired 95% CI%{customdata[13]}), chance-adjusted %{customdata[6]}<br>"
             "setting %{customdata[7]}, seeds %{customdata[8]}<br>"
             f"{axis.label} %{{x:.3%}}<br>storage %{{customdata[4]:.1f}} MB<br>significance: %{{customdata[10]}}<br>"
             "%{customdata[5]}%{customdata[9]}<extra></extra>"
@@ -79,22 +71,25 @@ def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str, axis: Axis) -
     )
 
 
-def _paper_trace(papers: pd.DataFrame, colours: dict[str, str]) -> go.Scatter:
-    """Hollow markers in the colour of the paper's method, labelled paper and base model."""
-    labels = [f"{p} paper · {m}" for p, m in zip(papers.paper, papers.base_model.fillna("?"))]
-    custom = list(zip(papers.method, papers.config.fillna("-"), papers.paper_setting.fillna("-"), papers.table, papers.value,
-                      papers.family, papers.regime))
-    return go.Scatter(
-        x=papers.emb_param_fraction, y=papers.pct_base, mode="markers+text", name=PAPERS_NAME, text=labels,
-        textposition=label_positions(np.log10(papers.emb_param_fraction.to_numpy()), papers.pct_base.to_numpy()),
-        textfont=dict(size=10, color=PAPER_COLOUR), customdata=custom,
-        marker=dict(symbol="circle-open", size=11, color=[colours.get(m, PAPER_COLOUR) for m in papers.method], line=dict(width=2)),
-        hovertemplate=(
-            "<b>%{text}</b><br>%{customdata[5]}<br>%{customdata[6]}<br>%{customdata[0]} %{customdata[1]}<br>setting %{customdata[2]}, "
-            "%{customdata[3]}<br>reported %{customdata[4]}<br>%Base %{y:.1f}<br>"
-            "embedding params kept %{x:.3%}<extra></extra>"
-        ),
-    )
+def paper_traces(papers: pd.DataFrame, colours: dict[str, str]) -> list[go.Scatter]:
+    """The papers' points: hollow markers in the colour of the paper's method, a shape per base model,
+    a trace per paper, method and base model named in the legend (group :data:`PAPERS_NAME`), where
+    labels cannot overlap (text beside markers a few pixels apart would)."""
+    models = sorted(papers.base_model.fillna("?").unique())
+    traces = []
+    for (paper, method, model), rows in papers.assign(base_model=papers.base_model.fillna("?")).groupby(["paper", "method", "base_model"]):
+        custom = list(zip(rows.config.fillna("-"), rows.paper_setting.fillna("-"), rows.table, rows.value, rows.family, rows.regime))
+        traces.append(go.Scatter(
+            x=rows.emb_param_fraction, y=rows.pct_base, mode="markers", name=f"{method} · {model} ({paper} paper)", customdata=custom,
+            legendgroup=PAPERS_NAME, legendgrouptitle_text=PAPERS_NAME,
+            marker=dict(symbol=PAPER_SYMBOLS[models.index(model) % len(PAPER_SYMBOLS)], size=11, color=colours.get(method, PAPER_COLOUR), line=dict(width=2)),
+            hovertemplate=(
+                f"<b>{method} · {model}</b> ({paper} paper, %{{customdata[2]}})<br>%{{customdata[4]}}<br>%{{customdata[5]}}<br>"
+                "%{customdata[0]}<br>setting %{customdata[1]}<br>reported %{customdata[3]}<br>%Base %{y:.1f}<br>"
+                "embedding params kept %{x:.3%}<extra></extra>"
+            ),
+        ))
+    return traces
 
 
 def log_ticks(low: float, high: float) -> list[float]:
@@ -124,7 +119,7 @@ def pareto_figure(
     for adapter, rows in points.groupby("adapter", sort=True):
         fig.add_trace(_measured_trace(adapter, rows, colours[adapter], axis))
     if papers is not None and len(papers):
-        fig.add_trace(_paper_trace(papers, colours))
+        fig.add_traces(paper_traces(papers, colours))
     ring = points[points.variant.eq(selected)]
     if len(ring):
         fig.add_trace(go.Scatter(
@@ -188,23 +183,22 @@ def language_heatmap(matrix: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def efficiency_figure(eff: pd.DataFrame, colours: dict[str, str]) -> go.Figure:
-    """Latency (p50 bar, p95 whisker), throughput and peak memory per run, horizontal bars;
-    ``eff`` holds one phase and shape (named in the page's heading)."""
-    eff = eff.assign(label=[f"{run_label(a, c)} · {s}" for a, c, s in zip(eff.adapter, eff.config, eff.suite)])
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=(
-        "p50 latency ms (whisker: p95)", "throughput, tokens/s", "peak memory, MB"))
-    bar_colours = [colours[a] for a in eff.adapter]
-    fig.add_trace(go.Bar(
-        y=eff.label, x=eff.p50_ms, orientation="h", marker_color=bar_colours, name="p50 ms",
-        error_x=dict(type="data", symmetric=False, array=eff.p95_ms - eff.p50_ms, arrayminus=[0] * len(eff)),
-        hovertemplate="%{y}<br>p50 %{x:.1f} ms<extra></extra>",
-    ), row=1, col=1)
-    for col, (column, unit) in enumerate((("throughput", "tokens/s"), ("peak_mem_mb", "MB")), start=2):
+RATIOS = {"latency_ratio": "p50 latency × base", "throughput_ratio": "throughput × base", "memory_ratio": "peak memory × base"}
+
+
+def efficiency_figure(ratios: pd.DataFrame, colours: dict[str, str]) -> go.Figure:
+    """Each run's p50 latency, throughput and peak memory against the base timed in the same process
+    (:func:`harness.leaderboard.frames.in_run_ratios`), horizontal bars with a line at 1; ``ratios``
+    holds one phase and shape (named in the page's heading)."""
+    ratios = ratios.assign(label=key_settings(ratios))
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03, subplot_titles=list(RATIOS.values()))
+    bar_colours = [colours[a] for a in ratios.adapter]
+    for col, (column, title) in enumerate(RATIOS.items(), start=1):
         fig.add_trace(go.Bar(
-            y=eff.label, x=eff[column], orientation="h", marker_color=bar_colours, name=unit,
-            hovertemplate=f"%{{y}}<br>%{{x:,.0f}} {unit}<extra></extra>",
+            y=ratios.label, x=ratios[column], orientation="h", marker_color=bar_colours, name=title,
+            hovertemplate=f"%{{y}}<br>{title} %{{x:.2f}}<extra></extra>",
         ), row=1, col=col)
-    fig.update_layout(height=170 + 40 * len(eff), showlegend=False, margin=dict(l=10, r=10, t=60, b=10))
+        fig.add_vline(x=1, line=dict(color="#444444", width=1, dash="dot"), row=1, col=col)
+    fig.update_layout(height=170 + 40 * len(ratios), showlegend=False, margin=dict(l=10, r=10, t=60, b=10))
     fig.update_yaxes(autorange="reversed")
     return fig

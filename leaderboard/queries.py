@@ -11,11 +11,14 @@ that wants to write is never kept waiting for long; a database held by a writer 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import pandas as pd
 
+from harness.errors import EmptyStoreError, StoreBusyError
 from harness.results import queries, summary
+from harness.results.disclosure import disclosures
 from harness.results.store import Store
 
 
@@ -33,12 +36,14 @@ class View:
 
 @dataclass(frozen=True)
 class Landing:
-    """What the landing page reads: every finished run's headline row and the store's counts."""
+    """What the landing page reads: every finished run's headline row (:func:`headline_rows`) and the
+    store's counts; ``stale`` counts every run made by other code, as ``harness list runs`` does."""
 
     summary: pd.DataFrame
     runs: int
     failed: int
     paper_rows: int
+    stale: int = 0
 
 
 def reader(path) -> Store:
@@ -46,12 +51,40 @@ def reader(path) -> Store:
     return Store(path, retries=8, wait_s=0.25)
 
 
+def check(path) -> None:
+    """Refuse a path every reader refuses, with the StoreError ``harness results`` prints (no file there,
+    a folder, not DuckDB, another schema); a DuckDB file without the harness's tables (no runs yet) and
+    one a writer holds now (the page says so) are not refused."""
+    with contextlib.suppress(EmptyStoreError, StoreBusyError):
+        queries.counts(Store(path, retries=1), papers=False)
+
+
 def landing(store: Store) -> Landing:
-    tables = store.tables()
-    if "runs" not in tables:
+    """The landing page's read; a path every reader refuses (none there, a folder, not DuckDB, another
+    schema) raises the StoreError ``harness results`` prints."""
+    try:
+        runs, failed, papers = queries.counts(store, papers="paper_results" in store.tables())
+    except EmptyStoreError:  # a DuckDB file without the harness's tables: no runs yet
         return Landing(pd.DataFrame(), 0, 0, 0)
-    runs, failed, papers = queries.counts(store, papers="paper_results" in tables)
-    return Landing(summary.read(store), runs, failed, papers)
+    if runs == 0:
+        return Landing(pd.DataFrame(), 0, 0, papers)
+    return Landing(headline_rows(store), runs, failed, papers, len(queries.stale_run_ids(store)))
+
+
+def headline_rows(store: Store) -> pd.DataFrame:
+    """The summary (:func:`harness.results.summary.read`) with, per run, ``baseline_variant`` (the
+    configuration its %Base divides by: its baseline's variant; a baseline's own) and ``disclosure``
+    (the budget changes made after a method's score was seen that its %Base rests on, its own recipe's
+    and its baseline's, :func:`harness.results.disclosure.disclosures`; "" for none)."""
+    rows = queries.headlines(store)
+    notes = dict(zip(rows.run_id, rows.recipe.map(disclosures)))
+    out = summary.with_run_facts(rows)
+    variants = dict(zip(out.run_id, out.variant))
+    base = out.baseline_run_id.fillna(out.run_id)
+    return out.assign(
+        baseline_variant=[variants.get(b, b) for b in base],
+        disclosure=["; ".join(dict.fromkeys([*notes[r], *notes.get(b, ())])) for r, b in zip(out.run_id, base)],
+    )
 
 
 def scores(store: Store, v: View) -> pd.DataFrame:

@@ -1,15 +1,17 @@
-"""Which differences are real (issue 34.2): per compression budget, the methods a score cannot tell
-apart from the best one there.
+"""Which differences are real: per compression budget and baseline, the methods a score
+cannot tell apart from the best one there.
 
 Budgets are bins of a factor of two in the fraction kept on the chosen compression axis, bytes stored or
 embedding parameters (:func:`harness.leaderboard.frames.budget_bins`). In each
-bin the configuration of highest %Base (mean over seeds) is the best; every other configuration is
-compared with it on the same items, through its run with the same baseline run as the best's newest
+bin, among the configurations whose %Base divides by the same baseline configuration (a rank is only
+among those), the one of highest %Base (mean over seeds) is the best; every other one is compared
+with it on the same items, through its run with the same baseline run as the best's newest
 run (the same seed), by the paired bootstrap (:func:`harness.measure.metrics.resampled`:
 items drawn once per replicate for both runs, the score recomputed on each), two-sided p-values of
 the difference, Holm's correction over the bin's comparisons. A point whose corrected p is at least
-``alpha`` is ``tied`` with the best; below it, ``below``; a point on other items (another baseline;
-the baseline itself is on its own items) or without per-item outputs is ``not compared``.
+``alpha`` is ``tied`` with the best; below it, ``below``; a point on other items (another baseline
+run, as of another seed; the baseline itself is on its own items) or without per-item outputs is
+``not compared``.
 """
 
 from __future__ import annotations
@@ -78,19 +80,23 @@ def paired_p_values(best: list[ItemOutputs], others: list[list[ItemOutputs]], rn
 
 def plan(runs: pd.DataFrame, axis: str = "emb_param_fraction") -> pd.DataFrame:
     """Who is compared with whom: one row per configuration (``variant``) of the view's runs (run_id,
-    variant, baseline_run_id, the fraction kept in column ``axis``, pct_base, finished_at), with its
-    seed-mean %Base, its budget, ``best`` (the run of the best configuration of its budget it is compared
-    with) and ``run_id`` (its own run on the same items as that one, the newest; missing: not comparable)."""
+    variant, baseline_run_id, optionally baseline_variant, the fraction kept in column ``axis``, pct_base,
+    finished_at), with its seed-mean %Base, its ``budget``, its ``baseline`` (the configuration its %Base
+    divides by: a rank only among runs on the same one), ``best`` (the run of the best configuration of
+    its budget and baseline it is compared with) and ``run_id`` (its own run on the same items as that
+    one, the newest; missing: not comparable)."""
     runs = runs.dropna(subset=[axis, "pct_base"])
     runs = runs.assign(paired_on=runs.baseline_run_id.fillna(runs.run_id))  # a baseline is paired with itself
-    configs = runs.groupby("variant").agg(pct_base=("pct_base", "mean"), fraction=(axis, "last"))
+    runs = runs.assign(baseline=runs.baseline_variant if "baseline_variant" in runs else runs.paired_on)
+    configs = runs.groupby("variant").agg(pct_base=("pct_base", "mean"), fraction=(axis, "last"), baseline=("baseline", "last"))
     configs["budget"] = budget_bins(configs.fraction)
-    best_variant = configs.groupby("budget").pct_base.idxmax()
+    cohort = pd.MultiIndex.from_frame(configs[["budget", "baseline"]])
+    best_variant = configs.groupby(["budget", "baseline"]).pct_base.idxmax()
     newest = runs.sort_values("finished_at").groupby("variant").tail(1).set_index("variant")
     best_run = newest.loc[best_variant.to_numpy()].set_index(best_variant.index)
-    configs["best"] = best_run.run_id.reindex(configs.budget).to_numpy()
-    configs["best_variant"] = best_variant.reindex(configs.budget).to_numpy()
-    on_items = best_run.paired_on.reindex(configs.budget).to_numpy()
+    configs["best"] = best_run.run_id.reindex(cohort).to_numpy()
+    configs["best_variant"] = best_variant.reindex(cohort).to_numpy()
+    on_items = best_run.paired_on.reindex(cohort).to_numpy()
     partner = runs.sort_values("finished_at").drop_duplicates(["variant", "paired_on"], keep="last").set_index(["variant", "paired_on"]).run_id
     configs["run_id"] = partner.reindex(list(zip(configs.index, on_items))).to_numpy()
     return configs.reset_index()
@@ -101,7 +107,7 @@ def groups(pairs: pd.DataFrame, items: dict[str, list[ItemOutputs]], rng: np.ran
     """Each configuration's group (:data:`BEST`, :data:`TIED`, :data:`BELOW`, :data:`APART`), indexed by
     variant, from :func:`plan`'s pairs and the per-item outputs of their runs (``items``)."""
     out = pd.Series(APART, index=pairs.variant, dtype=object)
-    for _, part in pairs.groupby("budget"):
+    for _, part in pairs.groupby(["budget", "baseline"]):
         best_variant, best_run = part.best_variant.iloc[0], part.best.iloc[0]
         out[best_variant] = BEST
         best_items = behind(items.get(best_run, []), task, language, metric)

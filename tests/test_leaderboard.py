@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from harness.benchmarks import leaderboard_store
 from harness.leaderboard import overview, significance
+from harness.leaderboard.queries import headline_rows
 from harness.leaderboard.frames import (
     AXES,
     budget_bins,
@@ -28,6 +29,7 @@ from harness.leaderboard.frames import (
     recovery_curves,
 )
 from harness.leaderboard.landing import fraction_label, views
+from harness.leaderboard.main_job import MAIN_JOB, declared_default_model
 from harness.leaderboard.overview import SYMBOLS
 from harness.leaderboard.pages import NO_MATCH
 from harness.leaderboard.plots import AT_CHANCE_SYMBOL, FRONTIER_NAME, GROUP_GLYPHS, GROUP_SYMBOLS, PAPERS_NAME, log_ticks
@@ -100,15 +102,44 @@ def test_reference_load_bad_csv_is_one_line_error(tmp_path):
     bad.write_text("paper,value\nasg,1\n")
     result = CliRunner().invoke(app, ["reference", "load", "--db", str(tmp_path / "x.duckdb"), "--csv", str(bad)])
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: ") and "lacks columns" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("error: ") and "lacks column" in result.stderr and len(result.stderr.splitlines()) == 1
 
 
-def test_leaderboard_on_a_taken_port_is_one_line_error(tmp_path):
+def test_leaderboard_on_a_taken_port_is_one_line_error(leaderboard_db):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]
-        result = CliRunner().invoke(app, ["leaderboard", "--db", str(tmp_path / "r.duckdb"), "--port", str(port)])
+        result = CliRunner().invoke(app, ["leaderboard", "--db", str(leaderboard_db), "--port", str(port)])
     assert result.exit_code == 2
+    assert result.stderr == f"error: port {port} on 127.0.0.1 is in use; pass another with --port\n"
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "empty file", "not DuckDB"])
+def test_leaderboard_refuses_a_database_as_results_and_list_runs_do(kind, tmp_path):
+    """`harness leaderboard --db typo.duckdb` serves no empty page: a path `harness results` and
+    `harness list runs` refuse is refused with their line and exit code 2, before any server starts."""
+    db = tmp_path / "typo.duckdb"
+    if kind == "folder":
+        db.mkdir()
+    elif kind == "empty file":
+        db.touch()
+    elif kind == "not DuckDB":
+        db.write_text("results\n")
+    answers = [CliRunner().invoke(app, [*command, "--db", str(db)]) for command in (["leaderboard", "--port", "1"], ["results"], ["list", "runs"])]
+    assert [a.exit_code for a in answers] == [2, 2, 2]
+    assert answers[0].stderr.startswith("error: ") and len(answers[0].stderr.splitlines()) == 1
+    assert answers[0].stderr == answers[1].stderr == answers[2].stderr
+
+
+def test_a_duckdb_file_without_runs_is_served_not_refused(tmp_path):
+    """A store a writer has not filled yet (a DuckDB file without the harness's tables) is the first-run
+    page, not an error: the check passes and the port check that follows it answers."""
+    db = tmp_path / "results.duckdb"
+    duckdb.connect(str(db)).close()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["leaderboard", "--db", str(db), "--port", str(port)])
     assert result.stderr == f"error: port {port} on 127.0.0.1 is in use; pass another with --port\n"
 
 
@@ -124,6 +155,7 @@ def test_app_renders_all_tabs(leaderboard_db, monkeypatch):
     assert any("asg" in option for option in detail.selectbox[1].options)
     timings = [df.value for df in _render(leaderboard_db, monkeypatch, tab="Efficiency").dataframe if "latency × base" in df.value.columns]
     assert timings and all(set(t["timed on"]) == {"cpu"} for t in timings), "each timing says the device it was timed on"
+    assert not any(c.endswith(("ms", "MB", "tokens/s")) for t in timings for c in t.columns), "ratios only: no absolute figure"
 
 
 def test_landing_opens_on_the_overview_table(leaderboard_db, monkeypatch):
@@ -133,77 +165,123 @@ def test_landing_opens_on_the_overview_table(leaderboard_db, monkeypatch):
     first = at.main.children[min(i for i, c in at.main.children.items() if c.type in ("arrow_data_frame", "plotly_chart", "dataframe"))]
     overview, shown = at.dataframe[0].value, _shown(at)
     assert first.type != "plotly_chart"
-    assert list(overview.method) == ["asg"] and list(overview.model) == ["minilm"] and list(overview.suites) == [1]
+    assert list(overview.method) == ["asg"] and list(overview.settings) == ["k=256 m=48 shared=false output=true niter=25"]
+    assert at.segmented_control(key="rows").options == ["minilm"] and at.segmented_control(key="rows").value == "minilm"
+    assert list(overview["rank"]) == ["1 of 1"]
     avg = next(r for r in _results_json(leaderboard_db) if r["adapter"] == "asg" and r["language"] == "avg")
     assert overview.xnli[0] == pytest.approx(avg["pct_base"]), "a number: the column sorts as numbers"
     assert shown.xnli[0].startswith(f"{avg['pct_base']:.1f} [")  # drawn with its paired interval
     assert overview["params kept"][0] == pytest.approx(avg["emb_param_fraction"])
     stored = read_sql(leaderboard_db, "SELECT storage_fraction FROM compression JOIN runs USING (run_id) WHERE adapter = 'asg'")
     assert overview["bytes kept"][0] == pytest.approx(stored.storage_fraction.item()) and shown.budget[0].endswith("%")
-    assert pd.isna(overview["avg %Base"][0]) and shown["avg %Base"][0] == "", "no other row covers the same suites: an empty cell"
+    assert pd.isna(overview["avg %Base"][0]) and shown["avg %Base"][0] == "", "one suite: no average across suites"
 
 
 def test_filters_live_in_the_url(leaderboard_db, monkeypatch):
     """A view is shared by its URL: ?method=none leaves no method row; ?papers=false hides the papers' points."""
     at = _render(leaderboard_db, monkeypatch, method="none")
     assert at.info[0].value == "No finished runs match the filters in the sidebar."
-    names = [t["name"] for t in _charts(_render(leaderboard_db, monkeypatch, papers="false"))[0]["data"]]
-    assert PAPERS_NAME not in names and FRONTIER_NAME in names
+    traces = _charts(_render(leaderboard_db, monkeypatch, papers="false"))[0]["data"]
+    assert not _paper_traces(traces) and FRONTIER_NAME in [t["name"] for t in traces]
+
+
+def _paper_traces(traces: list[dict]) -> list[dict]:
+    return [t for t in traces if t.get("legendgroup") == PAPERS_NAME]
 
 
 def test_pareto_has_one_trace_per_adapter_and_the_papers(leaderboard_db, monkeypatch):
+    """A trace per adapter, error bars the paired 95% interval of %Base; the papers' points a trace per
+    paper, method and base model, named in the legend (labels there cannot overlap), hollow, a shape per
+    base model."""
     at = _render(leaderboard_db, monkeypatch, axis="parameters")
     pareto = _charts(at)[0]
-    names = [t["name"] for t in pareto["data"]]
+    papers = _paper_traces(pareto["data"])
+    names = [t["name"] for t in pareto["data"] if t not in papers]
     adapters = sorted(read_sql(leaderboard_db, "SELECT DISTINCT adapter FROM runs").adapter)
-    assert names == [FRONTIER_NAME, *adapters, PAPERS_NAME]
+    assert names == [FRONTIER_NAME, *adapters]
     assert pareto["layout"]["xaxis"]["type"] == "log"
-    papers = pareto["data"][-1]
-    assert papers["marker"]["symbol"] == "circle-open"
     # paper 000 Table 1, XNLI accuracy, only the zero-shot setting of these train=en runs: 2 models x (asg, sg)
-    assert sorted(papers["text"]) == ["asg paper · mbert"] * 2 + ["asg paper · xlm-r"] * 2
+    assert sorted(t["name"] for t in papers) == ["asg · mbert (asg paper)", "asg · xlm-r (asg paper)", "sg · mbert (asg paper)", "sg · xlm-r (asg paper)"]
+    assert all(t["mode"] == "markers" and t["marker"]["symbol"].endswith("-open") for t in papers)
+    assert len({t["marker"]["symbol"] for t in papers}) == 2, "a shape per base model"
     asg = pareto["data"][names.index("asg")]
     avg = [r for r in _results_json(leaderboard_db) if r["adapter"] == "asg" and r["language"] == "avg"]
     assert _values(asg["x"]) == pytest.approx([avg[0]["emb_param_fraction"]])
     assert _values(asg["y"]) == pytest.approx([avg[0]["pct_base"]])
+    bars = asg["error_y"]
+    assert _values(bars["array"]) == pytest.approx([avg[0]["pct_base_ci_high"] - avg[0]["pct_base"]])
+    assert _values(bars["arrayminus"]) == pytest.approx([avg[0]["pct_base"] - avg[0]["pct_base_ci_low"]])
+    assert bars.get("visible", True) and _values(bars["array"])[0] > 0
 
     at.toggle(key="papers").set_value(False).run()
-    assert PAPERS_NAME not in [t["name"] for t in _charts(at)[0]["data"]]
+    assert not _paper_traces(_charts(at)[0]["data"])
 
 
 def test_the_compression_axis_is_bytes_stored_unless_parameters_are_chosen(leaderboard_db, monkeypatch):
-    """Issue 45.2: by default the chart's x is the embedding's bytes stored as a share of the base's (the
+    """by default the chart's x is the embedding's bytes stored as a share of the base's (the
     papers print parameter shares only: their points show on the parameters axis); ?axis=parameters switches."""
     stored = read_sql(leaderboard_db, "SELECT storage_fraction, emb_param_fraction FROM compression JOIN runs USING (run_id) WHERE adapter = 'asg'")
     for query, column, papers in (({}, "storage_fraction", False), ({"axis": "parameters"}, "emb_param_fraction", True)):
         pareto = _charts(_render(leaderboard_db, monkeypatch, **query))[0]
         names = [t["name"] for t in pareto["data"]]
         assert _values(pareto["data"][names.index("asg")]["x"]) == pytest.approx([stored[column].item()])
-        assert (PAPERS_NAME in names) == papers
+        assert bool(_paper_traces(pareto["data"])) == papers
         assert ("bytes" in pareto["layout"]["xaxis"]["title"]["text"]) != papers
     assert stored.storage_fraction.item() != pytest.approx(stored.emb_param_fraction.item())  # ASG's ConceptID map costs bytes
 
 
-def test_the_overview_ranks_a_configuration_within_its_compression_budget(sweep_db):
-    """Rows grouped by budget on the chosen axis (most compressed first), ranked by mean %Base within
-    it; a table that keeps every parameter in a quarter of the bytes (int8) sits in the 25-50% budget on
-    the bytes axis and with the unchanged model's on the parameters axis, and the significance budgets follow."""
-    rows = summary.read(Store(sweep_db))
+def test_the_overview_ranks_a_row_only_within_its_group_and_budget(sweep_db):
+    """a rank compares a row only with rows of the same model covering the same suites with
+    the same settings and baselines (a group), inside one budget on the chosen axis (most compressed
+    first), by mean %Base; groups follow each other, most suites first, each listed in one piece. A table
+    that keeps every parameter in a quarter of the bytes (int8) sits in the 25-50% budget on the bytes
+    axis and with the unchanged model's on the parameters axis, and the significance budgets follow."""
+    rows = headline_rows(Store(sweep_db))
     sg = rows[rows.adapter.eq("sg")].iloc[0]  # one configuration, on every suite, relabelled as an int8 table
     same = rows.model.eq(sg.model) & rows.profile.eq(sg.profile)
     int8 = same & rows.adapter.eq("sg") & rows.config.eq(sg.config)
     rows.loc[int8, ["emb_param_fraction", "storage_fraction"]] = [1.0, 0.25]
     for axis in AXES.values():
         view = overview.build(rows, axis=axis)
-        bins = budget_bins(view.display[{"bytes": "bytes kept", "parameters": "params kept"}[axis.key]])
-        assert bins.is_monotonic_increasing and bins.notna().all()
-        for _, part in view.display.groupby(bins):
-            assert part[view.suites].mean(axis=1).is_monotonic_decreasing
+        covered = view.display[view.suites].notna().sum(axis=1)
+        assert covered[view.groups.ne(view.groups.shift())].is_monotonic_decreasing, "groups of more suites first"
+        for group, part in view.display.groupby(view.groups, sort=False):
+            assert part.index.to_series().diff().fillna(1).eq(1).all(), "a group is listed in one piece"
+            assert part.model.nunique() == 1 and part.profile.nunique() == 1, "no rank across models or profiles"
+            pattern = part[view.suites].notna()
+            assert (pattern == pattern.iloc[0]).all().all(), "a group covers the same suites"
+            bins = budget_bins(part[{"bytes": "bytes kept", "parameters": "params kept"}[axis.key]])
+            assert bins.is_monotonic_increasing and bins.notna().all()
+            for _, budget in part.groupby(bins):
+                means = budget[view.suites].mean(axis=1)
+                assert means.is_monotonic_decreasing
+                assert list(budget["rank"]) == [f"{i} of {len(budget)}" for i in range(1, len(budget) + 1)]
         label = view.display.budget[view.display["params kept"].eq(1.0)].unique()
         assert list(label) == (["25–50%"] if axis.key == "bytes" else ["100–200%"])
         chart = same & rows.suite.eq(sg.suite)
         pairs = significance.plan(rows[chart], axis.column).set_index("variant")
         assert set(pairs.budget[rows.variant[int8 & chart].unique()]) == ({-2.0} if axis.key == "bytes" else {0.0})
+
+
+def test_rows_of_other_suites_models_or_baselines_are_never_ranked_together():
+    """k-sub rows of one budget on GLUE (pretrained, against a pretrained baseline),
+    XNLI on me5-small and BPB on SmolLM2 each stand alone (rank 1 of 1, no average across suites); two
+    rows on the same suite, model and baseline are ranked by %Base."""
+    def row(model, suite, config, pct, baseline):
+        return {"run_id": f"{model}-{suite}-{config}", "model": model, "adapter": "ksub", "config": json.dumps({"allocation": config}),
+                "suite": suite, "suite_config": "{}", "profile": "quick", "seed": 0, "variant": f"v-{model}-{suite}-{config}",
+                "task": suite, "language": "avg", "metric": "m", "setting": "", "value": pct / 100, "ci_low": 0.0, "ci_high": 1.0, "pct_base": pct,
+                "pct_base_ci_low": pct - 1, "pct_base_ci_high": pct + 1, "chance_adjusted_pct_base": pct, "p_value": None, "flip_rate": None,
+                "unpaired_reason": None, "emb_param_fraction": 0.003, "storage_fraction": 0.003, "storage_bytes": 1e5,
+                "baseline_run_id": baseline, "baseline_variant": baseline, "finished_at": pd.Timestamp("2026-01-01"), "disclosure": "",
+                "at_chance": False, "unpaired": False, "stale": False}
+    rows = pd.DataFrame([row("minilm", "glue", "random", 95.8, "pretrained"), row("me5-small", "xnli", "random", 67.8, "b-xnli"),
+                         row("me5-small", "xnli", "clustered", 65.8, "b-xnli"), row("smollm2", "bpb", "random", 33.8, "b-bpb")])
+    view = overview.build(rows)
+    ranks = dict(zip(view.display.model + " " + view.display.method, view.display["rank"]))
+    assert ranks == {"minilm ksub allocation=random": "1 of 1", "me5-small ksub allocation=random": "1 of 2",
+                     "me5-small ksub allocation=clustered": "2 of 2", "smollm2 ksub allocation=random": "1 of 1"}
+    assert view.display["avg %Base"].isna().all()
 
 
 def test_labels_tell_configurations_apart_and_read_as_typed():
@@ -225,7 +303,11 @@ def test_table_equals_harness_results_json(leaderboard_db, monkeypatch):
         assert (row["adapter"], row["model"], row["profile"], row["metric"]) == (want["adapter"], want["model"], want["profile"], want["metric"])
         got = [row["score"], row["CI low"], row["CI high"], row["%Base"], row["params kept"], row["storage MB"] * 1e6]
         assert got == pytest.approx([want[k] for k in ("value", "ci_low", "ci_high", "pct_base", "emb_param_fraction", "storage_bytes")])
-    assert table.set_index("adapter")["latency × base"]["none"] == pytest.approx(1.0)
+    timed = read_sql(leaderboard_db, "SELECT e.phase, e.p50_ms FROM efficiency e JOIN runs r USING (run_id) WHERE r.adapter = 'asg'")
+    p50 = timed.set_index("phase").p50_ms
+    latency = table.set_index("adapter")["latency × base"]
+    assert latency["asg"] == pytest.approx(p50["forward"] / p50["base:forward"]), "against the base timed in the same run"
+    assert pd.isna(latency["none"])
     assert at.get("download_button")
 
 
@@ -246,17 +328,30 @@ def test_downloads_hold_the_table_and_run_detail_shows_the_export_command(leader
     assert [f"harness export {shown.split(' · ')[0]} --out exported/{shown.split(' · ')[0]}"] == commands
 
 
-@pytest.mark.parametrize("kind", ["missing", "empty file", "papers only"])
+@pytest.mark.parametrize("kind", ["no tables", "papers only"])
 def test_first_run_message(kind, tmp_path, monkeypatch):
     db = tmp_path / "results.duckdb"
-    if kind == "empty file":
-        db.touch()
-    elif kind == "papers only":
+    if kind == "no tables":
+        duckdb.connect(str(db)).close()
+    else:
         assert CliRunner().invoke(app, ["reference", "load", "--db", str(db)]).exit_code == 0
     at = _render(db, monkeypatch)
     message = at.info[0].value
-    assert "No runs in" in message and "harness run --suite xnli --adapter asg" in message
+    assert "No runs in" in message and f"harness run --suite {MAIN_JOB.suite} --adapter {MAIN_JOB.adapter}" in message
     assert not at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty file"])
+def test_a_path_every_reader_refuses_is_refused_on_the_page_too(kind, tmp_path, monkeypatch):
+    """Served without the command (``streamlit run`` with HARNESS_DB), the page says what `harness results` says."""
+    db = tmp_path / "results.duckdb"
+    if kind == "empty file":
+        db.touch()
+    monkeypatch.setenv("HARNESS_DB", str(db))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    refused = CliRunner().invoke(app, ["results", "--db", str(db)])
+    assert refused.exit_code == 2 and at.error[0].value == refused.stderr.removeprefix("error: ").strip()
+    assert not at.get("plotly_chart") and not at.info
 
 
 def test_busy_database_shows_a_note_not_a_crash(leaderboard_db, monkeypatch):
@@ -339,7 +434,8 @@ def _outputs(values) -> list[ItemOutputs]:
 
 def test_significance_groups_identical_outputs_together_and_clearly_different_apart():
     """At one budget (fractions within a factor of two): a copy of the best run's per-item outputs is
-    tied with it; a run wrong on 30% more items is below it; a run on another baseline is not compared."""
+    tied with it; a run wrong on 30% more items is below it; a run on another baseline is never ranked
+    against them: the best of its own baseline's."""
     rng = np.random.default_rng(0)
     best = (rng.random(400) < 0.8).astype(float)
     worse = np.where(rng.random(400) < 0.3, 0.0, best)
@@ -352,7 +448,7 @@ def test_significance_groups_identical_outputs_together_and_clearly_different_ap
     items = {"best": _outputs(best), "copy": _outputs(best), "worse": _outputs(worse), "elsewhere": _outputs(best)}
     pairs = significance.plan(runs)
     groups = significance.groups(pairs, items, np.random.default_rng(1), "xnli", "en", "accuracy")
-    assert groups.to_dict() == {"a": significance.BEST, "b": significance.TIED, "c": significance.BELOW, "d": significance.APART}
+    assert groups.to_dict() == {"a": significance.BEST, "b": significance.TIED, "c": significance.BELOW, "d": significance.BEST}
 
 
 def test_holm_adjusts_step_down_and_keeps_order():
@@ -400,6 +496,56 @@ def test_a_cell_without_a_paired_interval_says_why(leaderboard_db, tmp_path, mon
     assert pd.isna(table.set_index("adapter")["no paired interval because"]["none"])
 
 
+def test_the_stale_count_is_the_one_list_runs_gives(leaderboard_db, tmp_path, monkeypatch):
+    """one stale count everywhere: a failed run made by other code counts as `harness list runs`
+    counts it, though it has no row to hide."""
+    db = _copy(leaderboard_db, tmp_path, "UPDATE runs SET code = '0000000000000000' WHERE adapter = 'asg'",
+               "INSERT INTO runs SELECT * REPLACE ('failed-asg' AS run_id, config_hash || '-failed' AS config_hash, 'failed' AS status, "
+               "'boom' AS error) FROM runs WHERE adapter = 'asg'")
+    listed = CliRunner().invoke(app, ["list", "runs", "--db", str(db)])
+    assert listed.exit_code == 0 and "2 stale runs (made by other code) are hidden" in listed.stdout
+    at = _render(db, monkeypatch)
+    assert "2 stale runs" in at.info[0].value
+    assert any("2 stale" in c.value for c in at.sidebar.caption)
+
+
+def test_a_budget_changed_after_a_score_was_seen_is_shown_beside_every_cell_resting_on_it(leaderboard_db, tmp_path, monkeypatch):
+    """a disclosure in the baseline's recipe (what ``Budgets.disclosed`` writes) marks the method's
+    overview cell ¶1 with the sentence in the legend, fills the Table tab's column for both rows, and is
+    named in the chart's hover."""
+    note = "QNLI trains on all its pairs, changed after the sense drop-in was seen at chance"
+    db = _copy(leaderboard_db, tmp_path, f"UPDATE runs SET recipe = json_merge_patch(recipe, '{json.dumps({'disclosed': note})}') WHERE adapter = 'none'")
+    at = _render(db, monkeypatch)
+    assert _shown(at).xnli[0].endswith(f"{SYMBOLS['disclosed']}1")
+    assert any(f"{SYMBOLS['disclosed']}1 {note}" in c.value for c in at.caption)
+    table = next(df.value for df in _render(db, monkeypatch, tab="Table").dataframe if "%Base" in df.value.columns)
+    assert set(table["budget disclosed"]) == {note}
+    asg = next(t for t in _charts(at)[0]["data"] if t["name"] == "asg")
+    assert note in asg["customdata"][0][9]
+    plain = _render(leaderboard_db, monkeypatch)
+    assert SYMBOLS["disclosed"] not in _shown(plain).xnli[0]
+
+
+def test_the_efficiency_tab_shows_only_ratios_to_the_base_timed_in_the_same_run(leaderboard_db, tmp_path, monkeypatch):
+    """the smoke ASG run timed the unchanged model beside its own (phase ``base:forward``): the
+    tab draws that ratio, never the baseline run's absolute timing beside it; a run that timed no base of
+    its own gets no ratio at all (the query would divide by the baseline run's, another process)."""
+    timed = read_sql(leaderboard_db, "SELECT e.phase, e.p50_ms, e.throughput FROM efficiency e JOIN runs r USING (run_id) WHERE r.adapter = 'asg'")
+    p50, throughput = timed.set_index("phase").p50_ms, timed.set_index("phase").throughput
+    at = _render(leaderboard_db, monkeypatch, tab="Efficiency")
+    (figure,) = _charts(at)
+    assert [t["name"] for t in figure["data"]] == ["p50 latency × base", "throughput × base", "peak memory × base"]
+    assert [_values(t["x"]) for t in figure["data"][:2]] == [[pytest.approx(p50["forward"] / p50["base:forward"])],
+                                                              [pytest.approx(throughput["forward"] / throughput["base:forward"])]]
+    assert all(len(_values(t["x"])) == 1 for t in figure["data"]), "the baseline run is the base: no bar of its own"
+    alone = _copy(leaderboard_db, tmp_path, "DELETE FROM efficiency WHERE phase LIKE 'base:%'")
+    for query in ({}, {"method": "asg"}):  # the baseline run filtered out still tells which base figures are its own
+        at = _render(alone, monkeypatch, tab="Efficiency", **query)
+        assert not _charts(at) and "timed the unchanged model in its own process" in at.info[0].value
+    table = next(df.value for df in _render(alone, monkeypatch, tab="Table").dataframe if "%Base" in df.value.columns)
+    assert table["latency × base"].isna().all()
+
+
 def _recovered(run: str, steps: int, lora: bool) -> list[str]:
     """SQL copying smoke run ``run`` (runs, scores, comparisons, compression) as if trained ``steps``
     recovery steps (the recipe ``harness run --recover`` stores), its %Base moved up by ``steps / 100``."""
@@ -415,7 +561,7 @@ def _recovered(run: str, steps: int, lora: bool) -> list[str]:
 
 
 def test_a_sweep_over_recovery_steps_draws_a_curve_per_configuration(leaderboard_db, tmp_path, monkeypatch):
-    """Issue 32: the smoke ASG run at 0 (post hoc), 300 and 100 recovery steps, and at 100 with LoRA, gives
+    """the smoke ASG run at 0 (post hoc), 300 and 100 recovery steps, and at 100 with LoRA, gives
     two lines (the +LoRA one from the same post-hoc point), each by steps, in the Recovery tab (the landing
     view draws the Pareto chart only), the hover naming each run. The smoke store alone (no sweep) gives
     no curve: the tab says how to make one."""
@@ -457,26 +603,45 @@ def sweep_db(tmp_path_factory):
     return db
 
 
-def _overview(db, monkeypatch, **query) -> pd.DataFrame:
-    """The overview's cells as drawn (text)."""
-    return _shown(_render(db, monkeypatch, **query))
+def _overview(db, monkeypatch, rows: str | None = None, **query) -> pd.DataFrame:
+    """The overview's cells as drawn (text), of model ``rows`` (the main job's by default) on every suite."""
+    at = _render(db, monkeypatch, **({"rows": rows} if rows else {}), **query)
+    model = at.segmented_control(key="rows").value
+    at.multiselect(key=f"columns-{model}").set_value([]).run()  # none picked: every suite
+    return _shown(at)
 
 
 SUITES = ["ag_news", "qa", "wikiann", "word_sim", "xnli"]
 
 
 @pytest.mark.parametrize(("query", "kept"), [
-    ({"model": "minilm"}, lambda o: set(o.model) == {"minilm"}),
-    ({"suite": ["qa", "xnli"]}, lambda o: {c for c in o.columns if c in SUITES} == {"qa", "xnli"}),
-    ({"setting": "fine-tuned"}, lambda o: {c for c in o.columns if c in SUITES} == {"ag_news", "word_sim"}),
-    ({"profile": "smoke"}, lambda o: set(o.profile) == {"smoke"} and not o.xnli.str.contains("±").any()),
-    ({"method": "sg"}, lambda o: set(o.method.str.split().str[0]) == {"sg"}),
+    ({"model": "minilm"}, lambda at, o: at.segmented_control(key="rows").value == "minilm" and len(at.segmented_control(key="rows").options) == 1),
+    ({"suite": ["qa", "xnli"]}, lambda at, o: {c for c in o.columns if c in SUITES} == {"qa", "xnli"}),
+    ({"setting": "fine-tuned"}, lambda at, o: {c for c in o.columns if c in SUITES} == {"ag_news", "word_sim"}),
+    ({"profile": "smoke"}, lambda at, o: set(o.profile) == {"smoke"} and not o.xnli.str.contains("±").any()),
+    ({"method": "sg"}, lambda at, o: set(o.method.str.split().str[0]) == {"sg"}),
 ])
 def test_each_sidebar_filter_keeps_what_its_url_names(sweep_db, monkeypatch, query, kept):
+    at = _render(sweep_db, monkeypatch)
+    assert at.segmented_control(key="rows").value == "me5-small", "the main job's model first"
     everything = _overview(sweep_db, monkeypatch)
-    assert set(everything.model) == {"minilm", "me5-small"} and set(everything.profile) == {"quick", "smoke"}
+    assert set(everything.profile) == {"quick", "smoke"}
     assert {c for c in everything.columns if c in SUITES} == set(SUITES) and set(everything.method.str.split().str[0]) == {"asg", "sg"}
-    assert kept(_overview(sweep_db, monkeypatch, **query))
+    at = _render(sweep_db, monkeypatch, **query)
+    model = at.segmented_control(key="rows").value
+    assert kept(at, _shown(at.multiselect(key=f"columns-{model}").set_value([]).run()))
+
+
+def test_the_suite_columns_are_the_most_covered_unless_picked(sweep_db, monkeypatch):
+    """the overview shows three suite columns (they fit a 1,280 px window): the main job's
+    suite, then the model's most covered; the picker (in the URL) shows others."""
+    at = _render(sweep_db, monkeypatch)
+    rows = headline_rows(Store(sweep_db)).query("model == 'me5-small' and adapter != 'none'")
+    counts = rows.drop_duplicates(["suite", "adapter", "config", "profile"]).suite.value_counts()
+    shown = [c for c in _shown(at).columns if c in SUITES]
+    assert len(shown) == 3 and shown[0] == MAIN_JOB.suite and counts[shown[1:]].min() >= counts.drop(shown).max()
+    picked = _shown(_render(sweep_db, monkeypatch, **{"columns-me5-small": ["word_sim", "qa"]}))
+    assert [c for c in picked.columns if c in SUITES] == ["word_sim", "qa"]
 
 
 def test_seed_toggle_shows_one_row_per_seed_with_its_runs_own_percent(sweep_db, monkeypatch):
@@ -489,7 +654,7 @@ def test_seed_toggle_shows_one_row_per_seed_with_its_runs_own_percent(sweep_db, 
     assert not by_seed.xnli.str.contains("±").any()
     row = by_seed.query("xnli != ''").iloc[0]
     seed = int(row.seed)
-    stored = summary.read(Store(sweep_db)).query("suite == 'xnli' and model == @row.model and seed == @seed")
+    stored = summary.read(Store(sweep_db)).query("suite == 'xnli' and model == 'me5-small' and seed == @seed")
     stored = stored[stored.adapter.eq(row.method.split()[0]) & stored.config.map(config_label).eq(row.settings)]
     assert row.xnli.startswith(f"{stored.pct_base.item():.1f} [")
 
@@ -503,8 +668,34 @@ def test_compression_range_in_the_url_keeps_runs_inside_it(sweep_db, monkeypatch
     assert len(narrowed) < len(_overview(sweep_db, monkeypatch, axis="parameters"))
 
 
+def test_the_page_opens_on_the_main_jobs_chart(sweep_db, monkeypatch):
+    """the chart picker opens on the README's main job, `harness run --suite xnli --adapter asg`:
+    xnli on the suite's default model (me5-small where its package is installed), whatever the overview's
+    column order; ?chart= names another."""
+    at = _render(sweep_db, monkeypatch)
+    assert at.selectbox(key="chart").value.startswith(f"{MAIN_JOB.suite} · {MAIN_JOB.model} · ")
+    other = next(o for o in at.selectbox(key="chart").options if not o.startswith("xnli"))
+    assert _render(sweep_db, monkeypatch, chart=other).selectbox(key="chart").value == other
+
+
+def test_the_main_job_is_the_readmes_and_its_model_the_suites_default():
+    """The main job is the README's command, and its model is what `harness run` picks for the suite: the
+    suite class's declared default (read from its source, so the page never imports torch), as
+    :func:`harness.sources.models.preferred` resolves it; likewise for every suite that declares one."""
+    from harness.registry import SUITES as registry
+    from harness.sources.models import preferred
+    from tests.test_readme_excerpts import excerpts
+
+    assert [argv for argv, _ in excerpts()] == [["run", "--suite", MAIN_JOB.suite, "--adapter", MAIN_JOB.adapter]]
+    declared = {name: declared_default_model(name) for name in registry.names()}
+    assert declared[MAIN_JOB.suite] is not None and sum(v is not None for v in declared.values()) >= 10
+    for name, model in declared.items():
+        if model is not None:
+            assert model == preferred(registry.get(name).default_model), name
+
+
 def test_table_tab_shows_the_charts_significance_groups(sweep_db, monkeypatch):
-    """Issue 34: groups in the table and the chart: each configuration's group in the Table tab is the
+    """groups in the table and the chart: each configuration's group in the Table tab is the
     marker shape its point has in the Pareto chart, and the generated sweep has more than one group."""
     table = next(df.value for df in _render(sweep_db, monkeypatch, tab="Table").dataframe if "%Base" in df.value.columns)
     charted = {}

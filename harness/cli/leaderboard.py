@@ -12,6 +12,7 @@ import typer
 
 from harness.cli.common import DbOption, user_errors
 from harness.errors import ConfigError
+from harness.leaderboard import queries
 from harness.results.store import default_path
 
 
@@ -38,9 +39,11 @@ def leaderboard(
     db: DbOption = None,
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port on 127.0.0.1.")] = 8501,
 ) -> None:
-    """Start the leaderboard (read-only) and print its URL; Ctrl+C stops it."""
+    """Start the leaderboard (read-only) and print its URL; Ctrl+C stops it. A database `harness results`
+    refuses (none at the path, a folder, not DuckDB, another schema) is refused alike."""
     path = default_path(db)
     with user_errors():
+        queries.check(path)
         _check_port_free(port)
     typer.echo(f"leaderboard on http://127.0.0.1:{port} (database {path}, read-only); Ctrl+C stops it")
     sys.stdout.flush()
