@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness.results.reference import placement
+from harness.results.summary import setting_text, settings_label
 from harness.results.queries import MARKERS
 
 GROUP = ["suite", "model", "profile", "task", "metric", "setting"]  # one Pareto chart / heatmap each
@@ -69,22 +70,8 @@ def budget_label(budget: float) -> str:
     return "–".join(f"{v:.0f}" if v >= 10 else f"{v:.2g}" for v in (low, high)) + "%"
 
 
-def setting_text(key: str, value) -> str:
-    """One setting as typed on the command line (``k=256``, ``allocation=clustered``, ``sat=false``);
-    recovery with LoRA (``recover_lora``, :func:`harness.results.summary.resolved_config`) as ``+LoRA``."""
-    if key == "recover_lora" and value is True:
-        return "+LoRA"
-    return f"{key}={value if isinstance(value, str) else json.dumps(value)}"
-
-
-def config_label(config: str | None) -> str:
-    """``{"k": 256, "m": 48}`` -> ``k=256 m=48``; an empty config (the baseline) -> ``-``."""
-    items = json.loads(config or "{}")
-    return " ".join(setting_text(k, v) for k, v in items.items()) or "-"
-
-
 def run_label(adapter: str, config: str | None) -> str:
-    label = config_label(config)
+    label = settings_label(config)
     return adapter if label == "-" else f"{adapter} {label}"
 
 
@@ -205,7 +192,7 @@ def leaderboard_table(summary: pd.DataFrame, eff: pd.DataFrame, groups: pd.Serie
     rows = over_seeds(summary).merge(latency, on="run_id", how="left")
     rows["group"] = rows.variant.map(groups).fillna("")
     rows["storage_mb"] = rows.storage_bytes / 1e6
-    rows["config"] = rows.config.map(config_label)
+    rows["config"] = rows.config.map(settings_label)
     return rows[["suite", *TABLE_COLUMNS]].rename(columns=TABLE_COLUMNS)
 
 
@@ -223,7 +210,7 @@ def language_matrix(scores: pd.DataFrame) -> pd.DataFrame:
 def efficiency_table(ratios: pd.DataFrame) -> pd.DataFrame:
     """One row per run of :func:`in_run_ratios`: its latency, throughput and memory against the base
     timed beside it."""
-    return ratios.assign(config=ratios.config.map(config_label))[list(EFFICIENCY_COLUMNS)].rename(columns=EFFICIENCY_COLUMNS)
+    return ratios.assign(config=ratios.config.map(settings_label))[list(EFFICIENCY_COLUMNS)].rename(columns=EFFICIENCY_COLUMNS)
 
 
 def export_command(run_id: str) -> str:

@@ -15,10 +15,11 @@ import json
 from dataclasses import dataclass
 
 import pandas as pd
-from harness.leaderboard.frames import AXES, Axis, budget_bins, budget_label, config_label, key_settings, over_seeds
+from harness.leaderboard.frames import AXES, Axis, budget_bins, budget_label, key_settings, over_seeds
 
 from harness.results import disclosure
 from harness.results.queries import MARKERS
+from harness.results.summary import settings_label
 
 ROW = ["model", "adapter", "config", "profile"]  # one overview row
 # cell caveats: symbol and meaning; the summary's markers, plus this table's own
@@ -121,7 +122,7 @@ def build(summary: pd.DataFrame, aggregate: bool = True, axis: Axis = AXES["byte
     rows = rows.loc[order]
     place = rows.groupby(["group", "bin"], dropna=False)["mean"]
     rows["rank"] = place.cumcount().add(1).astype(str) + " of " + place.transform("size").astype(str)
-    labels = order.to_frame(index=False).assign(config=lambda d: d.config.map(config_label)).rename(columns={"config": "settings"})
+    labels = order.to_frame(index=False).assign(config=lambda d: d.config.map(settings_label)).rename(columns={"config": "settings"})
     shown = rows[["rank", "budget", "params kept", "bytes kept", "storage MB", "avg %Base"]].reset_index(drop=True)
     display = pd.concat([labels, shown, pct.loc[order].reset_index(drop=True)], axis=1)
     return Overview(display, text.loc[order].fillna("").reset_index(drop=True), pct.loc[order].reset_index(drop=True),

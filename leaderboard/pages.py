@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 from harness.leaderboard import frames, plots
 
+from harness.results import summary
 from harness.results.records import RunRecord
 from harness.results.reference import run_regime, scale_free
 
@@ -200,7 +201,7 @@ def run_detail(runs: pd.DataFrame, load: Callable[[str], RunRecord], papers: pd.
     run_id = run_ids[st.selectbox("Run (newest first)", labels, index=first)]
     record = load(run_id)
     _status(record)
-    st.markdown(f"**Settings** (as the fit resolved them): `{frames.config_label(runs.set_index('run_id').config[run_id])}`")
+    st.markdown(f"**Settings** (as the fit resolved them): `{summary.settings_label(runs.set_index('run_id').config[run_id])}`")
     if record.status == "finished":
         st.markdown("**Export** (the compressed model for `harness.load_compressed`, lm-eval and MTEB)")
         st.code(frames.export_command(record.run_id), language="bash")

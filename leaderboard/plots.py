@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from harness.leaderboard.frames import AXES, Axis, config_label, key_settings, pareto_frontier
+from harness.leaderboard.frames import AXES, Axis, key_settings, pareto_frontier
 from harness.leaderboard.significance import APART, BELOW, BEST, TIED
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from harness.results import disclosure
+from harness.results.summary import settings_label
 
 BASELINE_COLOUR = "#7f7f7f"
 PAPER_COLOUR = "#222222"
@@ -51,7 +52,7 @@ def _measured_trace(adapter: str, rows: pd.DataFrame, colour: str, axis: Axis) -
     ]
     sd = rows.pct_base_sd.map(lambda v: "" if pd.isna(v) else f", sd over seeds {v:.1f}")
     custom = list(zip(
-        rows.config.map(config_label), rows.value, rows.ci_low, rows.ci_high, rows.storage_bytes / 1e6, rows.run_id,
+        rows.config.map(settings_label), rows.value, rows.ci_low, rows.ci_high, rows.storage_bytes / 1e6, rows.run_id,
         rows.chance_adjusted_pct_base.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"), rows.setting.fillna("-"),
         rows.seeds, notes, [g if isinstance(g, str) else "-" for g in rows.group], rows.pct_base_ci_low, rows.pct_base_ci_high, sd,
     ))
@@ -154,7 +155,7 @@ def recovery_figure(curves: pd.DataFrame, colours: dict[str, str]) -> go.Figure:
             marker=dict(color=colour, size=9, symbol=[AT_CHANCE_SYMBOL if f else "diamond" if lora else "circle" for f in flagged]),
             error_y=dict(type="data", array=(rows.pct_base_ci_high - rows.pct_base).fillna(0),
                          arrayminus=(rows.pct_base - rows.pct_base_ci_low).fillna(0)),
-            customdata=list(zip(rows.run_id, rows.config.map(config_label), rows.pct_base_ci_low, rows.pct_base_ci_high,
+            customdata=list(zip(rows.run_id, rows.config.map(settings_label), rows.pct_base_ci_low, rows.pct_base_ci_high,
                                 flagged.map({True: AT_CHANCE_NOTE, False: ""}))),
             hovertemplate=(
                 f"<b>{line}</b> %{{customdata[1]}}<br>recovery steps %{{x}}<br>%Base %{{y:.1f}} "

@@ -21,7 +21,6 @@ from harness.leaderboard.queries import headline_rows
 from harness.leaderboard.frames import (
     AXES,
     budget_bins,
-    config_label,
     key_settings,
     matching_papers,
     over_seeds,
@@ -290,7 +289,7 @@ def test_labels_tell_configurations_apart_and_read_as_typed():
     rows = pd.DataFrame({"adapter": ["ksub"] * 3, "config": [json.dumps(c) for c in configs]})
     assert list(key_settings(rows)) == ["ksub allocation=clustered recover=1000", "ksub allocation=clustered recover=1000 +LoRA",
                                         "ksub allocation=random recover=100"]
-    assert config_label(json.dumps(configs[1])) == "K=3 allocation=clustered recover=1000 +LoRA"
+    assert summary.settings_label(json.dumps(configs[1])) == "K=3 allocation=clustered recover=1000 +LoRA"
 
 
 def test_table_equals_harness_results_json(leaderboard_db, monkeypatch):
@@ -655,7 +654,7 @@ def test_seed_toggle_shows_one_row_per_seed_with_its_runs_own_percent(sweep_db, 
     row = by_seed.query("xnli != ''").iloc[0]
     seed = int(row.seed)
     stored = summary.read(Store(sweep_db)).query("suite == 'xnli' and model == 'me5-small' and seed == @seed")
-    stored = stored[stored.adapter.eq(row.method.split()[0]) & stored.config.map(config_label).eq(row.settings)]
+    stored = stored[stored.adapter.eq(row.method.split()[0]) & stored.config.map(summary.settings_label).eq(row.settings)]
     assert row.xnli.startswith(f"{stored.pct_base.item():.1f} [")
 
 
