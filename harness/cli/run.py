@@ -9,9 +9,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, user_errors
+from harness.budgets import PROFILES
+from harness.config import parse_assignments
 from harness.errors import ConfigError
 from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
+from harness.registry import ADAPTERS, SUITES
 from harness.results.store import Store
 
 
@@ -32,6 +35,8 @@ def run(
     pretrain: Annotated[Optional[int], typer.Option("--pretrain", help="Masked-LM steps of a small encoder built from scratch with the method's table, before the suite (paper 001's regime, small scale; the baseline is the full table pretrained alike); 0: not pretrained (the control). Default: off.")] = None,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
+    with user_errors():
+        refuse_early(suite, adapter, profile, settings or [])
     from transformers.utils import logging as hf_logging
 
     from harness.runner.run import RunRequest, execute
@@ -57,6 +62,17 @@ def run(
     console.print(f"results in {store.path}")
     for line in chance_warnings([outcomes[-1].record for outcomes in runs]):
         err_console.print(line, highlight=False, markup=False)
+
+
+def refuse_early(suite: str, adapter: str, profile: str, settings: list[str]) -> None:
+    """What can be refused from names alone, before the runner imports torch and the models' libraries:
+    a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set``.
+    The plan checks the rest (settings against the adapter's and suite's fields, model, data)."""
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile '{profile}'; use one of {', '.join(PROFILES)}")
+    SUITES.check(suite)
+    ADAPTERS.check(adapter)
+    parse_assignments(settings)
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
