@@ -22,7 +22,7 @@ from harness.cli import app
 from harness.results.records import RunRecord
 from harness.sweep.backends import LocalProcesses, WorkerDied
 from harness.sweep.grid import from_options, from_yaml
-from harness.sweep.points import plan_points
+from harness.sweep.points import execute_point, plan_points
 from tests.conftest import read_sql
 
 HARNESS = os.path.join(os.path.dirname(sys.executable), "harness")
@@ -165,3 +165,24 @@ def test_a_worker_that_dies_fails_its_own_point_and_says_how(tmp_path):
     assert isinstance(outcomes[doomed], WorkerDied) and "was killed by SIGKILL" in str(outcomes[doomed]), outcomes[doomed]
     assert isinstance(outcomes[kept], RunRecord) and outcomes[kept].status == "finished"
     assert outcomes[kept].spec.seed == 1 and outcomes[kept].provenance.pid == kept.process.pid
+
+
+def test_a_point_waits_for_the_process_making_its_run_and_takes_that_run(tmp_path):
+    """A sweep's point takes the run's lock as `harness run` does: while a worker makes the run, the
+    same point here waits for it (and says for which process), then takes the worker's run, unrun."""
+    (point,) = plan_points(from_options("none", [], "tokenizer", "minilm", "0", "smoke", [], None, "cpu"))
+    records = tmp_path / "records"
+    backend = LocalProcesses(1, records)
+    try:
+        maker = backend.submit(point, None)
+        deadline = time.monotonic() + 120
+        while not (records / f"{point.config_hash}.lock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        said: list[str] = []
+        taken = execute_point(point, None, records, progress=lambda label, done, total: said.append(label))
+        ((_, made),) = backend.wait([maker], timeout=120)
+    finally:
+        backend.close()
+    assert made.status == "finished" and taken.run_id == made.run_id
+    assert said and said[0].startswith(f"waiting for process {maker.process.pid}, which is making the run of none on tokenizer")
+

@@ -30,6 +30,7 @@ def run(
     data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="Dataset folder (default: $HARNESS_DATA_DIR).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     force: Annotated[bool, typer.Option("--force", help="Re-run even if an identical finished run is stored.")] = False,
+    lift_cap: Annotated[bool, typer.Option("--lift-cap", help="Run even if the recovery estimate is above the cap (12 h a run).")] = False,
     recover: Annotated[int, typer.Option("--recover", help="Recovery training steps after the adapter's fit: the compressed model trained toward the unchanged one on the fit corpora (0: off).")] = 0,
     recover_lora: Annotated[bool, typer.Option("--recover-lora", help="Recovery also trains LoRA on the top quarter of the layers.")] = False,
     pretrain: Annotated[Optional[int], typer.Option("--pretrain", help="Masked-LM steps of a small encoder built from scratch with the method's table, before the suite (paper 001's regime, small scale; the baseline is the full table pretrained alike); 0: not pretrained (the control). Default: off.")] = None,
@@ -49,7 +50,7 @@ def run(
         for s in parse_seeds(seeds) if seeds is not None else (seed,):
             request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora,
                                  pretrain)
-            runs.append(execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False)))
+            runs.append(execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False), lift_cap=lift_cap))
     for outcomes in runs:
         console.print(_scores_table(outcomes))
     console.print(_compression_table(runs[0]))
