@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from tests.conftest import CUDA
+
 HEAVY = ("torch", "transformers", "peft", "lm_eval", "mteb", "faiss", "scipy")
 WRAPPER = f"""
 import json, sys
@@ -40,4 +42,13 @@ def test_a_refusal_from_names_imports_no_torch(args, message):
     code, errors, heavy = _harness("run", *args)
     assert code == 2, errors
     assert len(errors) == 1 and errors[0].startswith(message), errors
+    assert heavy == []
+
+
+@pytest.mark.skipif(CUDA, reason="torch sees a CUDA device here: --device cuda is not refused")
+def test_device_cuda_without_a_gpu_is_refused_before_torch_loads():
+    """Where torch sees no CUDA device, no GPU driver is loaded either, and the CLI says so without torch."""
+    code, errors, heavy = _harness("run", "--suite", "xnli", "--adapter", "asg", "--device", "cuda")
+    assert code == 2, errors
+    assert errors == ["error: --device cuda but no GPU driver is loaded (no NVIDIA or ROCm driver, no libcuda); use --device cpu or auto"]
     assert heavy == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+from pathlib import Path
 from typing import Annotated, List, Optional
 
 import typer
@@ -37,7 +39,7 @@ def run(
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
     with user_errors():
-        refuse_early(suite, adapter, profile, settings or [])
+        refuse_early(suite, adapter, profile, settings or [], device)
     from transformers.utils import logging as hf_logging
 
     from harness.runner.run import RunRequest, execute
@@ -65,15 +67,30 @@ def run(
         err_console.print(line, highlight=False, markup=False)
 
 
-def refuse_early(suite: str, adapter: str, profile: str, settings: list[str]) -> None:
+def refuse_early(suite: str, adapter: str, profile: str, settings: list[str], device: str) -> None:
     """What can be refused from names alone, before the runner imports torch and the models' libraries:
-    a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set``.
-    The plan checks the rest (settings against the adapter's and suite's fields, model, data)."""
+    a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set``,
+    ``--device cuda`` where no GPU driver is loaded. The plan checks the rest (settings against the
+    adapter's and suite's fields, model, data, and CUDA through torch)."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{profile}'; use one of {', '.join(PROFILES)}")
     SUITES.check(suite)
     ADAPTERS.check(adapter)
     parse_assignments(settings)
+    if device.startswith("cuda") and not gpu_driver_loaded():
+        raise ConfigError("--device cuda but no GPU driver is loaded (no NVIDIA or ROCm driver, no libcuda); use --device cpu or auto")
+
+
+def gpu_driver_loaded() -> bool:
+    """Whether torch could see a CUDA device here, told without torch: an NVIDIA driver (its /proc entry,
+    or libcuda loadable, as under WSL) or ROCm's (/dev/kfd; ROCm's torch names its GPUs ``cuda``)."""
+    if Path("/proc/driver/nvidia/version").exists() or Path("/dev/kfd").exists():
+        return True
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
