@@ -24,6 +24,9 @@ lm-eval's rolling windows (``max_length`` tokens predicted per window, each wind
 token before it; the first from the prefix token), so KL and BPB describe the same predictions. It is
 left out when the adapter changed the tokenizer (two vocabularies: KL is undefined).
 
+The details also name the path each compressed module of the scored model took, with its calls
+(``kernel_paths``: a fused kernel, a Triton kernel replayed from a CUDA graph, a torch reference).
+
 One choice differs from lm-eval's ``wikitext`` task: bytes are counted on the scored
 (detokenized) text, not on the original page, so numerator and denominator describe the same text.
 """
@@ -40,6 +43,7 @@ from harness.suites import texts
 from harness.suites.lm_eval_client import render_tasks, run_tasks, write_jsonl
 
 from harness.budgets import Budgets
+from harness.methods import kernel_paths
 from harness.results.records import ItemOutputs
 from harness.sources import corpora
 from harness.sources.data import DataSource
@@ -118,6 +122,7 @@ class BitsPerByte(Suite):
                 scores.append(score_items([items[-1]], np.random.default_rng(ctx.seed), higher_is_better=False, setting=SETTING))
         if ctx.reference is not None and reference is None:
             details["kl_from_base"] = "not computed: the adapter changed the tokenizer (KL over two vocabularies is undefined)"
+        details["kernel_paths"] = kernel_paths.taken(model)
         return SuiteResult(scores, details, items)
 
     @staticmethod

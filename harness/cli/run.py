@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import ctypes
-from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, user_errors
+from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, quiet_transformers, user_errors
 from harness.budgets import PROFILES
 from harness.config import parse_assignments
-from harness.errors import ConfigError
-from harness.measure.metrics import mean_sd
+from harness.devices import refuse_without_torch
+from harness.errors import ConfigError, printable
 from harness.results.records import BASE_PHASE, RunRecord
 from harness.registry import ADAPTERS, SUITES
 from harness.results.store import Store
+
+if TYPE_CHECKING:
+    from harness.runner.plan import RunRequest
 
 
 def run(
@@ -36,23 +37,27 @@ def run(
     recover: Annotated[int, typer.Option("--recover", help="Recovery training steps after the adapter's fit: the compressed model trained toward the unchanged one on the fit corpora (0: off).")] = 0,
     recover_lora: Annotated[bool, typer.Option("--recover-lora", help="Recovery also trains LoRA on the top quarter of the layers.")] = False,
     pretrain: Annotated[Optional[int], typer.Option("--pretrain", help="Masked-LM steps of a small encoder built from scratch with the method's table, before the suite (paper 001's regime, small scale; the baseline is the full table pretrained alike); 0: not pretrained (the control). Default: off.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the whole request and print what would run: each run reused from the store or made; loads no model weights, trains and stores nothing.")] = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
     with user_errors():
         refuse_early(suite, adapter, profile, settings or [], device)
-    from transformers.utils import logging as hf_logging
-
     from harness.runner.run import RunRequest, execute
 
-    hf_logging.set_verbosity_error()  # transformers' own progress bars and notices would interleave with ours
-    hf_logging.disable_progress_bar()
+    quiet_transformers()
     store = Store(db)
     runs = []
     with user_errors(), RichProgress() as progress:
-        for s in parse_seeds(seeds) if seeds is not None else (seed,):
-            request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora,
-                                 pretrain)
-            runs.append(execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False), lift_cap=lift_cap))
+        requests = [RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora, pretrain)
+                    for s in (parse_seeds(seeds) if seeds is not None else (seed,))]
+        if dry_run:
+            lines = [line for request in requests for line in would_run(request, store)]
+        else:
+            runs = [execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False), lift_cap=lift_cap) for request in requests]
+    if dry_run:
+        for line in lines:
+            typer.echo(printable(line))
+        return
     for outcomes in runs:
         console.print(_scores_table(outcomes))
     console.print(_compression_table(runs[0]))
@@ -61,8 +66,8 @@ def run(
         console.print(_seeds_table(runs))
     for o in (o for outcomes in runs for o in outcomes):
         if not o.stored:
-            err_console.print(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run")
-    console.print(f"results in {store.path}")
+            err_console.print(printable(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run"), markup=False)
+    console.print(f"results in {printable(str(store.path))}", markup=False)
     for line in chance_warnings([outcomes[-1].record for outcomes in runs]):
         err_console.print(line, highlight=False, markup=False)
 
@@ -70,27 +75,32 @@ def run(
 def refuse_early(suite: str, adapter: str, profile: str, settings: list[str], device: str) -> None:
     """What can be refused from names alone, before the runner imports torch and the models' libraries:
     a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set``,
-    ``--device cuda`` where no GPU driver is loaded. The plan checks the rest (settings against the
+    a ``--device`` outside the rule or ``cuda`` where no GPU driver is loaded
+    (:mod:`harness.devices`). The plan checks the rest (settings against the
     adapter's and suite's fields, model, data, and CUDA through torch)."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{profile}'; use one of {', '.join(PROFILES)}")
     SUITES.check(suite)
     ADAPTERS.check(adapter)
     parse_assignments(settings)
-    if device.startswith("cuda") and not gpu_driver_loaded():
-        raise ConfigError("--device cuda but no GPU driver is loaded (no NVIDIA or ROCm driver, no libcuda); use --device cpu or auto")
+    refuse_without_torch(device)
 
 
-def gpu_driver_loaded() -> bool:
-    """Whether torch could see a CUDA device here, told without torch: an NVIDIA driver (its /proc entry,
-    or libcuda loadable, as under WSL) or ROCm's (/dev/kfd; ROCm's torch names its GPUs ``cuda``)."""
-    if Path("/proc/driver/nvidia/version").exists() or Path("/dev/kfd").exists():
-        return True
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
+def would_run(request: RunRequest, store: Store) -> list[str]:
+    """What ``harness run`` would do for ``request``, read-only: the request planned (everything checked
+    that a run checks before its first model loads), then one line per run, baseline first, each
+    reused from the store (a finished run with its identity) or made."""
+    from harness.runner.plan import plan
+
+    p = plan(request)
+    lines = []
+    for spec in [p.spec.baseline(), *([p.spec] if p.spec.adapter != "none" else [])]:
+        what = f"{spec.adapter} on {spec.suite} ({spec.model}, {spec.profile}, seed {spec.seed}, config {spec.config_hash})"
+        done = None if p.force and spec == p.spec else store.find_finished(spec)
+        lines.append(f"reuse {what}: run {done.run_id}" if done else f"make  {what}" + (" (--force)" if p.force and spec == p.spec else ""))
+    if p.spec.recipe.get("recovery") and lines[-1].startswith("make"):
+        lines.append("  a recovery step is timed first: a recovery estimated above the cap for a run is refused (--lift-cap runs it)")
+    return lines
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -174,6 +184,8 @@ def _pct_base(value: float | None, c) -> str:
 
 def _seeds_table(runs) -> Table:
     """Mean ± sd over seeds of the method's score, %Base and chance-adjusted %Base."""
+    from harness.measure.metrics import mean_sd  # scipy: seconds of every command's start, for this table only
+
     records = [outcomes[-1].record for outcomes in runs]
     table = Table(title=f"over seeds {', '.join(str(r.spec.seed) for r in records)}: mean ± sd")
     for title in ("task / language", "metric", "score", "%Base", "chance-adj. %Base"):
