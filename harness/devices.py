@@ -7,20 +7,48 @@ torch would parse it (torch's own error lists a dozen backends this harness neve
 
 from __future__ import annotations
 
+import ctypes
 import re
+from pathlib import Path
 
 from harness.errors import ConfigError
 
 _CUDA_INDEX = re.compile(r"cuda:([0-9]{1,4})")
 
 
+def _check_name(requested: str) -> re.Match | None:
+    """Refuse a string outside the rule; the ``cuda:N`` match, if it is one."""
+    index = _CUDA_INDEX.fullmatch(requested)
+    if requested not in ("auto", "cpu", "cuda") and index is None:
+        raise ConfigError(f"unknown device '{requested}'; use auto, cpu, cuda or cuda:N (N a GPU's index)")
+    return index
+
+
+def refuse_without_torch(requested: str) -> None:
+    """What can be refused before torch loads: a string outside the rule, and ``cuda`` where no GPU
+    driver is loaded (torch would see no CUDA device either); :func:`resolve` asks torch the rest."""
+    _check_name(requested)
+    if requested.startswith("cuda") and not gpu_driver_loaded():
+        raise ConfigError(f"--device {requested} but no GPU driver is loaded (no NVIDIA or ROCm driver, no libcuda); use --device cpu or auto")
+
+
+def gpu_driver_loaded() -> bool:
+    """Whether torch could see a CUDA device here, told without torch: an NVIDIA driver (its /proc entry,
+    or libcuda loadable, as under WSL) or ROCm's (/dev/kfd; ROCm's torch names its GPUs ``cuda``)."""
+    if Path("/proc/driver/nvidia/version").exists() or Path("/dev/kfd").exists():
+        return True
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 def resolve(requested: str) -> str:
     """``requested`` as the device the run uses (``auto`` decided here); a ConfigError otherwise."""
     import torch
 
-    index = _CUDA_INDEX.fullmatch(requested)
-    if requested not in ("auto", "cpu", "cuda") and index is None:
-        raise ConfigError(f"unknown device '{requested}'; use auto, cpu, cuda or cuda:N (N a GPU's index)")
+    index = _check_name(requested)
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if requested.startswith("cuda") and not torch.cuda.is_available():

@@ -55,11 +55,15 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         return sorted(self._entries)
 
+    def check(self, name: str) -> None:
+        """Refuse a name no package registers, from the entry points alone (nothing is imported)."""
+        if name not in self._entries:
+            raise UnknownNameError(f"unknown {self.noun} '{name}'; {did_you_mean(name, self.names())}available: {', '.join(self.names())}")
+
     def get(self, name: str) -> type[T]:
         if name in self._loaded:
             return self._loaded[name]
-        if name not in self._entries:
-            raise UnknownNameError(f"unknown {self.noun} '{name}'; {did_you_mean(name, self.names())}available: {', '.join(self.names())}")
+        self.check(name)
         entry, origin = self._entries[name], self.origin(name)
         where = f"{self.noun} '{name}' from package {origin.package} {origin.version} ({entry.value})"
         try:

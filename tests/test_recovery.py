@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
+from harness.cli import app
 from harness.cli.listing import runs_frame
 from harness.errors import ConfigError
 from harness.registry import ADAPTERS
@@ -29,7 +31,7 @@ from harness.runner import fitcache
 from harness.runner.plan import RunRequest, plan
 from harness.runner.run import execute
 from harness.sweep.grid import from_options, run_options
-from harness.sweep.points import plan_points
+from harness.sweep.points import plan_points, recovery_estimates
 from tests.conftest import read_sql
 
 ASG = ("k=16", "m=8")
@@ -96,16 +98,19 @@ def test_a_method_that_declares_no_recovers_is_told_to_declare_it(decoder):
 
 
 def test_recovery_is_estimated_from_a_measured_step_and_capped(decoder):
-    """The estimate is the steps times a step timed on the planned model; above the cap only --force runs it."""
+    """The estimate is the steps times a step timed on the planned model; above the cap only --lift-cap
+    runs it (--force re-runs a stored run and leaves the cap in place)."""
     from harness.runner import estimate
 
     found = estimate.recovery(plan(_request(decoder, 40)))
     assert found.steps == 40 and 0 < found.step_s < 60 and found.seconds == 40 * found.step_s
     assert found.line().startswith("recovery: 40 steps x ") and "measured now on cpu" in found.line()
     steps = int(estimate.CAP_S / found.step_s) * 10  # ten times the cap at this step time
-    with pytest.raises(ConfigError, match=r"above the 12 h cap for a run: give fewer steps, or --force"):
+    with pytest.raises(ConfigError, match=r"above the 12 h cap for a run: give fewer steps, or --lift-cap"):
         estimate.recovery(plan(_request(decoder, steps)))
-    assert estimate.recovery(plan(_request(decoder, steps, force=True))).seconds > estimate.CAP_S
+    with pytest.raises(ConfigError, match=r"above the 12 h cap"):
+        estimate.recovery(plan(_request(decoder, steps, force=True)))
+    assert estimate.recovery(plan(_request(decoder, steps)), lift_cap=True).seconds > estimate.CAP_S
 
 
 def test_after_finetune_adapters_get_a_generic_reason():
@@ -156,7 +161,7 @@ def test_kill_9_during_recovery_loses_nothing_stored(decoder, tmp_path):
     db, fits = tmp_path / "r.duckdb", tmp_path / "fits"
     args = [os.path.join(os.path.dirname(sys.executable), "harness"), "run", "--suite", "bpb", "--adapter", "asg",
             "--model", str(decoder), "--profile", "smoke", "--device", "cpu", "--set", "k=16", "--set", "m=8",
-            "--recover", "100000", "--force", "--db", str(db)]  # --force: a long recovery, past the estimate's cap
+            "--recover", "100000", "--lift-cap", "--db", str(db)]  # a long recovery, past the estimate's cap
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env={**os.environ, "HARNESS_FIT_CACHE": str(fits)})
     for line in proc.stderr:  # a plain progress line per tenth of the steps (stderr is a pipe)
@@ -173,3 +178,22 @@ def test_kill_9_during_recovery_loses_nothing_stored(decoder, tmp_path):
     assert json.loads(listed.config["asg"]) == {"k": 16, "m": 8, "shared": False, "output": True, "niter": 25, "recover": 100000}
     assert len(read_sql(store.path, f"SELECT * FROM scores WHERE run_id = '{runs.run_id[1]}'")) > 0
     assert ["recovery" in e.key for e in fitcache.FitCache(fits).entries()] == [False]  # the post-hoc fit only
+
+
+def test_a_sweep_prints_each_points_estimate_and_only_lift_cap_passes_the_cap(decoder, tmp_path):
+    """harness sweep as harness run: the estimate of every recovering point before any runs; a point
+    above the cap stops the sweep with exit 2 naming it, and --lift-cap lets it through."""
+    grid = ["--set", "k=16", "--set", "m=8", "--grid", "recover=2,100000000"]
+    args = ["sweep", "--adapter", "asg", "--suite", "bpb", "--model", str(decoder), "--profile", "smoke", "--device", "cpu", *grid]
+    refused = CliRunner().invoke(app, [*args, "--db", str(tmp_path / "r.duckdb")])
+    assert refused.exit_code == 2, refused.output
+    lines = refused.stderr.splitlines()
+    estimates = [line for line in lines if "recover=2 on bpb" in line]
+    assert len(estimates) == 1 and ": recovery: 2 steps x " in estimates[0]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and "recover=100000000 on bpb" in errors[0] and "or --lift-cap to run it anyway" in errors[0]
+    assert not any(line.startswith(("sweep: ", "started")) for line in lines)  # refused before the driver ran anything
+    said: list[str] = []
+    points = plan_points(from_options("asg", ["recover=2,100000000"], "bpb", str(decoder), "0", "smoke", ["k=16", "m=8"], None, "cpu"))
+    recovery_estimates(points, Store(tmp_path / "r.duckdb"), True, said.append)
+    assert [line.split(": recovery: ")[1].split(" x ")[0] for line in said] == ["2 steps", "100,000,000 steps"]

@@ -19,8 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from harness.results.records import RunRecord
+from harness.sweep.backends import LocalProcesses, WorkerDied
 from harness.sweep.grid import from_options, from_yaml
-from harness.sweep.points import plan_points
+from harness.sweep.points import execute_point, plan_points
 from tests.conftest import read_sql
 
 HARNESS = os.path.join(os.path.dirname(sys.executable), "harness")
@@ -144,3 +146,43 @@ def test_jobs_run_points_in_worker_processes_and_the_driver_ingests(tmp_path):
     runs = read_sql(db, "SELECT seed, status, pid FROM runs ORDER BY seed")
     assert list(runs.status) == ["finished", "finished"] and list(runs.seed) == [0, 1]
     assert os.getpid() not in set(runs.pid)  # executed in the workers, not in the driver
+
+
+def test_a_worker_that_dies_fails_its_own_point_and_says_how(tmp_path):
+    """A local worker killed with SIGKILL (as the out-of-memory killer does) fails its point only, naming
+    the signal; the other worker's point finishes, and the dead worker leaves the pool."""
+    points = plan_points(from_options("none", [], "tokenizer", "minilm", "0,1", "smoke", [], None, "cpu"))
+    backend = LocalProcesses(2, tmp_path / "records")
+    try:
+        doomed, kept = (backend.submit(p, None) for p in points)
+        os.kill(doomed.process.pid, signal.SIGKILL)
+        outcomes: dict = {}
+        while len(outcomes) < 2:
+            outcomes.update(backend.wait([h for h in (doomed, kept) if h not in outcomes], timeout=60))
+        assert backend.workers == [kept] and backend.idle == [kept]
+    finally:
+        backend.close()
+    assert isinstance(outcomes[doomed], WorkerDied) and "was killed by SIGKILL" in str(outcomes[doomed]), outcomes[doomed]
+    assert isinstance(outcomes[kept], RunRecord) and outcomes[kept].status == "finished"
+    assert outcomes[kept].spec.seed == 1 and outcomes[kept].provenance.pid == kept.process.pid
+
+
+def test_a_point_waits_for_the_process_making_its_run_and_takes_that_run(tmp_path):
+    """A sweep's point takes the run's lock as `harness run` does: while a worker makes the run, the
+    same point here waits for it (and says for which process), then takes the worker's run, unrun."""
+    (point,) = plan_points(from_options("none", [], "tokenizer", "minilm", "0", "smoke", [], None, "cpu"))
+    records = tmp_path / "records"
+    backend = LocalProcesses(1, records)
+    try:
+        maker = backend.submit(point, None)
+        deadline = time.monotonic() + 120
+        while not (records / f"{point.config_hash}.lock").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        said: list[str] = []
+        taken = execute_point(point, None, records, progress=lambda label, done, total: said.append(label))
+        ((_, made),) = backend.wait([maker], timeout=120)
+    finally:
+        backend.close()
+    assert made.status == "finished" and taken.run_id == made.run_id
+    assert said and said[0].startswith(f"waiting for process {maker.process.pid}, which is making the run of none on tokenizer")
+

@@ -7,12 +7,16 @@ from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
+from harness.budgets import PROFILES
 from harness.cli.common import DbOption, RichProgress, WideOption, err_console, quiet_transformers, user_errors
 from harness.cli.result_tables import PERCENT_METRICS
 from harness.cli.tables import Column, Prose, fold, output_width, print_table, rich_table
+from harness.config import parse_assignments
+from harness.devices import refuse_without_torch
 from harness.errors import ConfigError, printable
 from harness.measure.metrics import mean_sd
 from harness.results.records import BASE_PHASE, RunRecord
+from harness.registry import ADAPTERS, SUITES
 from harness.results.store import Store
 from harness.results.summary import fitted_settings, resolved_config, settings_label
 
@@ -32,6 +36,7 @@ def run(
     data_dir: Annotated[Optional[str], typer.Option("--data-dir", help="Dataset folder (default: $HARNESS_DATA_DIR).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     force: Annotated[bool, typer.Option("--force", help="Re-run even if an identical finished run is stored.")] = False,
+    lift_cap: Annotated[bool, typer.Option("--lift-cap", help="Run even if the recovery estimate is above the cap (12 h a run).")] = False,
     recover: Annotated[int, typer.Option("--recover", help="Recovery training steps after the adapter's fit: the compressed model trained toward the unchanged one on the fit corpora (0: off).")] = 0,
     recover_lora: Annotated[bool, typer.Option("--recover-lora", help="Recovery also trains LoRA on the top quarter of the layers.")] = False,
     pretrain: Annotated[Optional[int], typer.Option("--pretrain", help="Masked-LM steps of a small encoder built from scratch with the method's table, before the suite (paper 001's regime, small scale; the baseline is the full table pretrained alike); 0: not pretrained (the control). Default: off.")] = None,
@@ -39,6 +44,8 @@ def run(
     wide: WideOption = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
+    with user_errors():
+        refuse_early(suite, adapter, profile, settings or [], device)
     from harness.runner.run import RunRequest, execute
 
     quiet_transformers()
@@ -50,7 +57,7 @@ def run(
         if dry_run:
             lines = [line for request in requests for line in would_run(request, store)]
         else:
-            runs = [execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False)) for request in requests]
+            runs = [execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False), lift_cap=lift_cap) for request in requests]
     if dry_run:
         for line in lines:
             typer.echo(printable(line))
@@ -79,6 +86,20 @@ def print_tables(runs: list, store: Store, wide: bool = False) -> None:
     typer.echo(fold(f"results in {printable(str(store.path))}", width))
 
 
+def refuse_early(suite: str, adapter: str, profile: str, settings: list[str], device: str) -> None:
+    """What can be refused from names alone, before the runner imports torch and the models' libraries:
+    a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set``,
+    a ``--device`` outside the rule or ``cuda`` where no GPU driver is loaded
+    (:mod:`harness.devices`). The plan checks the rest (settings against the
+    adapter's and suite's fields, model, data, and CUDA through torch)."""
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile '{profile}'; use one of {', '.join(PROFILES)}")
+    SUITES.check(suite)
+    ADAPTERS.check(adapter)
+    parse_assignments(settings)
+    refuse_without_torch(device)
+
+
 def would_run(request: RunRequest, store: Store) -> list[str]:
     """What ``harness run`` would do for ``request``, read-only: the request planned (everything checked
     that a run checks before its first model loads), then one line per run, baseline first, each
@@ -92,7 +113,7 @@ def would_run(request: RunRequest, store: Store) -> list[str]:
         done = None if p.force and spec == p.spec else store.find_finished(spec)
         lines.append(f"reuse {what}: run {done.run_id}" if done else f"make  {what}" + (" (--force)" if p.force and spec == p.spec else ""))
     if p.spec.recipe.get("recovery") and lines[-1].startswith("make"):
-        lines.append("  a recovery step is timed first: a recovery estimated above the cap for a run is refused (--force runs it)")
+        lines.append("  a recovery step is timed first: a recovery estimated above the cap for a run is refused (--lift-cap runs it)")
     return lines
 
 

@@ -29,10 +29,11 @@ def sweep(
     cpus: Annotated[int, typer.Option(help="ray: CPUs per point.")] = 1,
     status: Annotated[bool, typer.Option("--status", help="Print the sweep's progress from the database and records, run nothing.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check every point and print what would run: each point reused from the store or made; runs nothing.")] = False,
+    lift_cap: Annotated[bool, typer.Option("--lift-cap", help="Run points whose recovery estimate is above the cap (12 h a run).")] = False,
 ) -> None:
     """Run every point of a grid (baselines once each), skipping points already stored; a bad point stops it before any runs."""
     from harness.sweep import grid as grids
-    from harness.sweep.points import InvalidPoints, plan_points
+    from harness.sweep.points import InvalidPoints, plan_points, recovery_estimates
 
     quiet_transformers()
     with user_errors():
@@ -49,14 +50,15 @@ def sweep(
         )
         try:
             points = plan_points(spec)
+            store = Store(db)
+            if status or dry_run:
+                _print_status(points, store, dry_run)
+                return
+            recovery_estimates(points, store, lift_cap, lambda line: err_console.print(line, highlight=False, soft_wrap=True))
         except InvalidPoints as err:
             for line in err.problems:
                 error_line(line)
             raise typer.Exit(code=2) from None
-        store = Store(db)
-        if status or dry_run:
-            _print_status(points, store, dry_run)
-            return
         progress = _run(points, store, backend, jobs, address, cpus, device)
     if progress.failed:
         err_console.print(f"{len(progress.failed)} point(s) failed; fix them and run the same sweep again to resume")

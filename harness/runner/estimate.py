@@ -7,7 +7,7 @@ planned model at the profile's recovery budget (batch x sequence length) on the 
 multiplies by the steps. The step is the real loss (:func:`harness.methods.recover.loss_fn`: the
 teacher's forward, the student's forward and backward down to its token embeddings) on the unchanged
 model; the method's own table changes that little, LoRA (``--recover-lora``) adds its small optimizer
-step. Above the cap the run is refused unless ``--force``.
+step. Above the cap the run is refused unless ``--lift-cap`` (``--force`` only re-runs a stored run).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from harness.runner.plan import Plan
 from harness.sources import models
 
 CAP_S = 12 * 3600
-"""Recovery estimated longer than this (12 hours: a night on one machine) is refused unless ``--force``:
+"""Recovery estimated longer than this (12 hours: a night on one machine) is refused unless ``--lift-cap``:
 a longer one is more often a mistyped step count than a plan, and nothing of it is kept until the run
 finishes (the fit cache keeps the fit before recovery)."""
 
@@ -55,18 +55,18 @@ def duration(seconds: float) -> str:
     return f"{seconds / 86400:,.0f} days"
 
 
-def recovery(p: Plan) -> Estimate | None:
+def recovery(p: Plan, lift_cap: bool = False) -> Estimate | None:
     """The planned run's recovery estimate (None without ``--recover``); refused above :data:`CAP_S`
-    unless the plan is forced."""
+    unless ``lift_cap``."""
     settings = p.spec.recipe.get("recovery")
     if not settings:
         return None
     head = p.suite.tasks(p.suite_config)[0].head
     found = Estimate(settings["steps"], step_seconds(p.model_ref, head, p.device, settings["batch"], settings["seq_len"]), p.device)
-    if found.seconds > CAP_S and not p.force:
+    if found.seconds > CAP_S and not lift_cap:
         raise ConfigError(
             f"--recover {found.steps:,} would train about {duration(found.seconds)} ({found.step_s:.3f} s a step measured on "
-            f"{p.device}), above the {duration(CAP_S)} cap for a run: give fewer steps, or --force to run it anyway"
+            f"{p.device}), above the {duration(CAP_S)} cap for a run: give fewer steps, or --lift-cap to run it anyway"
         )
     return found
 

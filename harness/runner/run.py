@@ -27,7 +27,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Protocol
+from contextlib import contextmanager
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from harness.results.records import Comparison, ItemOutputs, Provenance, RunReco
 from harness.results.store import Store
 from harness.suite import SuiteData
 
-__all__ = ["JournalSink", "RunOutcome", "RunRequest", "Sink", "execute", "run_one"]
+__all__ = ["JournalSink", "RunOutcome", "RunRequest", "Sink", "execute", "run_lock", "run_one"]
 
 
 class Sink(Protocol):
@@ -60,6 +61,8 @@ class Sink(Protocol):
     def save(self, rec: RunRecord) -> bool: ...
 
     def items(self, run_id: str) -> list[ItemOutputs]: ...
+
+    def find_finished(self, spec: RunSpec) -> RunRecord | None: ...
 
 
 class JournalSink:
@@ -80,6 +83,12 @@ class JournalSink:
         """None from here: the sweep's driver hands workers their baseline with its items."""
         return []
 
+    def find_finished(self, spec: RunSpec) -> RunRecord | None:
+        """A finished run of ``spec`` in the journal, not yet ingested (one made while this process
+        waited for its lock); the database's runs are the driver's to find."""
+        found = [e.record for e in self.journal.pending() if e.record.status == "finished" and e.record.spec.config_hash == spec.config_hash]
+        return max(found, key=lambda r: r.finished_at or "", default=None)
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -88,14 +97,17 @@ class RunOutcome:
     stored: bool  # False when the DB was busy and only the JSON record was written
 
 
-def execute(request: RunRequest, store: Store, progress: ProgressFn = no_progress, say: Callable[[str], None] = lambda line: None) -> list[RunOutcome]:
+def execute(
+    request: RunRequest, store: Store, progress: ProgressFn = no_progress, say: Callable[[str], None] = lambda line: None, lift_cap: bool = False,
+) -> list[RunOutcome]:
     """Run (or reuse) the baseline, then the requested method; returns both outcomes. ``say`` gets the
-    recovery estimate of a method run that will recover (:mod:`harness.runner.estimate`)."""
+    recovery estimate of a method run that will recover (:mod:`harness.runner.estimate`), which
+    refuses one above its cap unless ``lift_cap``."""
     p = plan(request)
     store.check_writable()  # a damaged store or one of another schema is refused before any work
     if "recover" in p.stages and (p.force or store.find_finished(p.spec) is None):
         progress("time a recovery step", 0, 1)
-        say(estimate.recovery(p).line())
+        say(estimate.recovery(p, lift_cap).line())
         progress("time a recovery step", 1, 1)
     data = _LazyData(p)
     baseline = p.spec.baseline()
@@ -121,6 +133,18 @@ def _ensure(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None
     """Reuse the finished run of ``spec`` or make it, under its :class:`RunLock`: a concurrent process
     that needs the same run (a shared new baseline) waits for this one and then reuses it."""
     forced = p.force and spec == p.spec
+    with run_lock(store.records_dir, spec, progress):
+        if not forced:
+            done = store.find_finished(spec)
+            if done is not None:
+                return RunOutcome(done, reused=True, stored=True)
+        return run_one(p, spec, adapter, baseline, data.get(), store, progress)
+
+
+@contextmanager
+def run_lock(records_dir: Path, spec: RunSpec, progress: ProgressFn) -> Iterator[None]:
+    """Hold the :class:`RunLock` of ``spec``; while another process holds it (making the same run),
+    wait, and say so through ``progress``."""
     what = f"{spec.adapter} on {spec.suite} ({spec.model}, {spec.profile}, seed {spec.seed})"
     waited = ""
 
@@ -129,14 +153,10 @@ def _ensure(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None
         waited = f"waiting for process {holder.get('pid', '?')}, which is making the run of {what}"
         progress(waited, 0, 1)
 
-    with RunLock(store.records_dir, spec.config_hash).acquire({"run": what}, waiting):
+    with RunLock(records_dir, spec.config_hash).acquire({"run": what}, waiting):
         if waited:
             progress(waited, 1, 1)
-        if not forced:
-            done = store.find_finished(spec)
-            if done is not None:
-                return RunOutcome(done, reused=True, stored=True)
-        return run_one(p, spec, adapter, baseline, data.get(), store, progress)
+        yield
 
 
 def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | None, code: Source) -> RunRecord:

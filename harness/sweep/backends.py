@@ -7,10 +7,12 @@ the single writer of the database.
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import multiprocessing
 import os
+import signal
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -67,33 +69,98 @@ class Sequential:
         pass
 
 
-def _init_worker(threads: int) -> None:
-    import torch
+class WorkerDied(RuntimeError):
+    """A local worker process ended without an answer for its point (killed, or crashed in C code)."""
 
-    torch.set_num_threads(threads)
+
+def _serve(conn: Connection) -> None:
+    """A worker process: run the points sent on ``conn`` one at a time, answering each with its record or error."""
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:  # the driver closed its end: the sweep is over
+            return
+        try:
+            outcome: Outcome = execute_point(*job)
+        except Exception as err:
+            outcome = err
+        try:
+            conn.send(outcome)
+        except Exception:  # an error that does not pickle goes back as its text
+            conn.send(RuntimeError(f"{outcome.__class__.__name__}: {outcome}"))
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+
+
+def _ended(process: multiprocessing.process.BaseProcess) -> str:
+    code = process.exitcode
+    if code is not None and code < 0:
+        how = f"was killed by {signal.Signals(-code).name}"
+        return how + (" (the kernel's out-of-memory killer sends it, as does kill -9)" if code == -signal.SIGKILL else "")
+    return f"exited with status {code}"
 
 
 class LocalProcesses:
-    """``jobs`` worker processes (spawned), each with cores / jobs torch threads."""
+    """``jobs`` worker processes (spawned), each with cores / jobs torch threads and one point at a time.
+
+    Each worker has its own pipe: a worker that dies fails its own point only, with how it ended
+    (a signal, an exit status); its slot gets a fresh worker for the next point. Workers serve
+    points one after another, so a sweep's imports happen once per worker.
+    """
 
     name = "local"
 
     def __init__(self, jobs: int, records_dir: Path):
-        self.slots, self.records_dir = jobs, records_dir
-        threads = max(1, (os.cpu_count() or 1) // jobs)
-        self.pool = concurrent.futures.ProcessPoolExecutor(
-            jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(threads,),
-        )
+        self.slots, self.records_dir = jobs, str(records_dir)
+        self.threads = max(1, (os.cpu_count() or 1) // jobs)
+        self.context = multiprocessing.get_context("spawn")
+        self.workers: list[_Worker] = []
+        self.idle: list[_Worker] = []
 
-    def submit(self, point: Point, baseline: RunRecord | None) -> concurrent.futures.Future:
-        return self.pool.submit(execute_point, point, baseline, self.records_dir)
+    def _start(self) -> _Worker:
+        ours, theirs = self.context.Pipe()
+        process = self.context.Process(target=_serve, args=(theirs,), daemon=True)
+        process.start()
+        theirs.close()
+        worker = _Worker(process, ours)
+        self.workers.append(worker)
+        return worker
+
+    def submit(self, point: Point, baseline: RunRecord | None) -> _Worker:
+        worker = self.idle.pop() if self.idle else self._start()
+        worker.conn.send((point, baseline, self.records_dir, self.threads))
+        return worker
 
     def wait(self, handles: list, timeout: float) -> list[tuple[Any, Outcome]]:
-        done, _ = concurrent.futures.wait(handles, timeout, return_when=concurrent.futures.FIRST_COMPLETED)
-        return [(f, f.exception() or f.result()) for f in done]
+        ready = set(wait([x for w in handles for x in (w.conn, w.process.sentinel)], timeout))
+        return [(w, self._outcome(w)) for w in handles if w.conn in ready or w.process.sentinel in ready]
+
+    def _outcome(self, worker: _Worker) -> Outcome:
+        try:
+            if worker.conn.poll():
+                outcome = worker.conn.recv()
+                self.idle.append(worker)
+                return outcome
+        except (EOFError, ConnectionError):  # the worker's end closed before a whole answer (reset: a job left unread)
+            pass
+        worker.process.join()
+        worker.conn.close()
+        self.workers.remove(worker)
+        return WorkerDied(f"its worker process (pid {worker.process.pid}) {_ended(worker.process)} before the point ended")
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        for worker in self.workers:
+            worker.conn.close()  # an idle worker reads the end of its pipe and returns
+            if worker not in self.idle:
+                worker.process.kill()
+        for worker in self.workers:
+            worker.process.join(timeout=30)
+            if worker.process.exitcode is None:
+                worker.process.kill()
 
 
 class RayTasks:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from harness.errors import DataError, HarnessError
 from harness.runner.plan import RunRequest, plan
@@ -15,6 +15,7 @@ from harness.sweep.grid import Sweep
 
 if TYPE_CHECKING:
     from harness.adapter import ProgressFn
+    from harness.results.store import Store
 
 
 class InvalidPoints(HarnessError):
@@ -73,15 +74,34 @@ def plan_points(sweep: Sweep) -> list[Point]:
     return baselines + methods
 
 
+def recovery_estimates(points: list[Point], store: Store, lift_cap: bool, say: Callable[[str], None]) -> None:
+    """Say the recovery estimate (:mod:`harness.runner.estimate`, as ``harness run`` prints it) of each
+    method point that will recover and is not stored yet. Points above the estimate's cap are refused
+    together, before any runs, unless ``lift_cap``."""
+    from harness.runner import estimate
+
+    problems = []
+    for point in points:
+        if point.baseline_hash is None or "recovery" not in point.spec.recipe or store.find_finished(point.spec) is not None:
+            continue
+        try:
+            say(f"{point.label}: {estimate.recovery(plan(point.request), lift_cap).line()}")
+        except HarnessError as err:
+            problems.append(f"sweep point {point.label}: {err}")
+    if problems:
+        raise InvalidPoints(problems)
+
+
 def execute_point(
     point: Point, baseline: RunRecord | None, records_dir: str | Path, threads: int = 0, sink=None, progress: ProgressFn | None = None,
 ) -> RunRecord:
-    """Run one point (plan again where it runs, then the pipeline); the record goes to ``sink``, by
-    default the journal only (a worker never opens the database), and its stages report to
-    ``progress`` as ``harness run``'s do. Returns the final record."""
+    """Run one point (plan again where it runs, then the pipeline) under the run's lock, or return the
+    finished run another process made while this one waited; the record goes to ``sink``, by default
+    the journal only (a worker never opens the database), and its stages report to ``progress`` as
+    ``harness run``'s do. Returns the final record."""
     from harness.adapter import no_progress
     from harness.registry import ADAPTERS
-    from harness.runner.run import JournalSink, run_one
+    from harness.runner.run import JournalSink, run_lock, run_one
 
     if threads:
         import torch
@@ -96,5 +116,10 @@ def execute_point(
             "this machine's data or model differ from the driver's (share the data directory and model cache)"
         )
     adapter = ADAPTERS.get("none")() if is_baseline else p.adapter
-    data = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget)
-    return run_one(p, spec, adapter, baseline, data, sink or JournalSink(records_dir), progress or no_progress).record
+    sink, progress = sink or JournalSink(records_dir), progress or no_progress
+    with run_lock(Path(records_dir), spec, progress):  # the lock `harness run` takes: one process makes a run
+        done = sink.find_finished(spec)
+        if done is not None:
+            return done
+        data = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget)
+        return run_one(p, spec, adapter, baseline, data, sink, progress).record

@@ -1,0 +1,74 @@
+"""Start-up of the ``harness`` command: how long it takes to answer before any model loads.
+
+Times, as whole processes in alternating rounds (so that each round's commands share whatever else
+the machine runs), ``harness --help``, a refusal (``harness run --suite xnl --adapter asg``: a
+typo, exit 2), ``python -c "import torch"``, and with ``--reused-db`` the README's main job against
+a store where both of its runs are current (every run reused). Prints the median and range of each,
+and the refusal's median over ``import torch``'s (the target: at most one half). Each figure
+comes as wall time and as CPU time (user + system), which a busy machine moves far less.
+
+    python -m harness.benchmarks.startup [--rounds 7] [--reused-db PATH --profile smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HARNESS = str(Path(sys.executable).with_name("harness"))
+
+
+def commands(reused_db: str | None, profile: str) -> dict[str, tuple[list[str], int]]:
+    """Name -> (argv, the exit status it must give)."""
+    out = {
+        "harness --help": ([HARNESS, "--help"], 0),
+        "refusal (unknown suite)": ([HARNESS, "run", "--suite", "xnl", "--adapter", "asg"], 2),
+        "import torch": ([sys.executable, "-c", "import torch"], 0),
+    }
+    if reused_db:
+        out["main job, both runs reused"] = ([HARNESS, "run", "--suite", "xnli", "--adapter", "asg", "--profile", profile, "--db", reused_db], 0)
+    return out
+
+
+def timed(argv: list[str], status: int) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run of ``argv``; the CPU time moves far
+    less than the wall time when other processes share the cores."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    seconds, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != status:
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}, not {status}: {proc.stderr.strip()[-500:]}")
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--reused-db", help="a store holding the main job's two runs, current under this code")
+    parser.add_argument("--profile", default="quick", help="the profile those runs were made with")
+    args = parser.parse_args()
+    todo = commands(args.reused_db, args.profile)
+    walls: dict[str, list[float]] = {name: [] for name in todo}
+    cpus: dict[str, list[float]] = {name: [] for name in todo}
+    for _ in range(args.rounds):
+        for name, (argv, status) in todo.items():
+            wall, cpu = timed(argv, status)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+    for name, values in walls.items():
+        print(f"{name:28s} wall median {statistics.median(values):6.2f} s (min {min(values):.2f}, max {max(values):.2f}); "
+              f"CPU median {statistics.median(cpus[name]):6.2f} s; {len(values)} rounds")
+    refusal, torch = "refusal (unknown suite)", "import torch"
+    print(f"refusal / import torch: wall {statistics.median(walls[refusal]) / statistics.median(walls[torch]):.2f}, "
+          f"CPU {statistics.median(cpus[refusal]) / statistics.median(cpus[torch]):.2f} (target: at most 0.5); "
+          f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
