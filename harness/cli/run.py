@@ -30,6 +30,8 @@ def run(
     recover: Annotated[int, typer.Option("--recover", help="Recovery training steps after the adapter's fit: the compressed model trained toward the unchanged one on the fit corpora (0: off).")] = 0,
     recover_lora: Annotated[bool, typer.Option("--recover-lora", help="Recovery also trains LoRA on the top quarter of the layers.")] = False,
     pretrain: Annotated[Optional[int], typer.Option("--pretrain", help="Masked-LM steps of a small encoder built from scratch with the method's table, before the suite (paper 001's regime, small scale; the baseline is the full table pretrained alike); 0: not pretrained (the control). Default: off.")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="Precision the model loads in: float32 (default), bfloat16 or float16; part of the run's identity.")] = "float32",
+    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help="Run code shipped with the model (its config's auto_map); off by default, recorded with the run.")] = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
     from transformers.utils import logging as hf_logging
@@ -43,7 +45,7 @@ def run(
     with user_errors(), RichProgress() as progress:
         for s in parse_seeds(seeds) if seeds is not None else (seed,):
             request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora,
-                                 pretrain)
+                                 pretrain, dtype, trust_remote_code)
             runs.append(execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False)))
     for outcomes in runs:
         console.print(_scores_table(outcomes))
