@@ -271,6 +271,7 @@ class AsgAdapter(Adapter):
     """ASG on the input embedding, and on the output embedding when the model has one."""
 
     name = "asg"
+    kinds = ("encoder", "decoder", "encoder-decoder")  # an encoder-decoder's shared input table and its head alike
     config_class = AsgConfig
     budgets = BUDGETS
     recovers = ("codebooks",)  # E' (Section 2.2: trainable); the ConceptID map stays fixed

@@ -235,6 +235,7 @@ class KsubAdapter(Adapter):
     """k-sub-embeddings on the input embedding, and on the output embedding when the model has one."""
 
     name = "ksub"
+    kinds = ("encoder", "decoder", "encoder-decoder")  # an encoder-decoder's shared input table and its head alike
     config_class = KsubConfig
     budgets = BUDGETS
     recovers = ("codebooks",)  # the K sub-tables (Section 3.1: trained); the code map stays fixed

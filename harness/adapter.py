@@ -278,7 +278,8 @@ class Adapter(ABC):
     * :meth:`corpora`: names of the fit corpora it reads (:mod:`harness.sources.corpora`).
     * ``needs_teacher``: a frozen copy of the model it receives arrives as ``fit.teacher``.
     * ``stage``: ``before_finetune`` (the default) or ``after_finetune``.
-    * ``kinds``: the model kinds it supports (``encoder``, ``decoder``).
+    * ``kinds``: the model kinds it supports (``encoder``, ``decoder``, ``encoder-decoder``; by default the
+      first two: an encoder-decoder is taken only by a method that says so).
     * ``cacheable``: whether its fit can be kept in the fit cache (:mod:`harness.runner.fitcache`):
       False when nothing is fitted (``none``) or when its fitted model cannot be saved
       (:meth:`rebuild`); it is then fitted on every run, and the run's fit details say why.
