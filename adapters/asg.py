@@ -59,7 +59,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.methods import gather_sum, triton_support
-from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, input_table, replace_tables
+from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
+from harness.methods.tables import input_table
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError

@@ -66,7 +66,8 @@ from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, input_table, replace_tables
+from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
+from harness.methods.tables import input_table
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError

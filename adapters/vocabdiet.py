@@ -70,12 +70,10 @@ from harness.adapter import (
     Compressed,
     FitContext,
     ProgressFn,
-    input_table,
     no_progress,
-    replaced_input,
-    unscaled,
     untie,
 )
+from harness.methods.tables import input_table, replaced_input, unscaled
 from harness.budgets import Budgets
 from harness.errors import ConfigError
 from harness.sources.data import data_root, file_digest
@@ -158,7 +156,7 @@ def composed_embedding(table: torch.Tensor, decomp: Decomposition, new_tokens: S
 
 def compose(model: nn.Module, decomp: Decomposition, new_tokens: Sequence[NewToken] = ()) -> nn.Module:
     """Replace the model's tables by composed ones (input, and output when it has a linear head); the
-    input keeps what the original module computes (a scale: :func:`harness.adapter.replaced_input`)."""
+    input keeps what the original module computes (a scale: :func:`harness.methods.tables.replaced_input`)."""
     original = model.get_input_embeddings()
     table = input_table(model).detach()
     head = model.get_output_embeddings()
