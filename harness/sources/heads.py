@@ -11,7 +11,7 @@ multilingual-e5-small, and any directory whose sentence-transformers config says
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 from torch import nn
@@ -19,9 +19,6 @@ from transformers import AutoModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from harness.errors import ModelSourceError
-
-if TYPE_CHECKING:
-    from harness.sources.models import ModelRef
 
 HeadKind = Literal["base", "sequence_classification", "regression", "token_classification", "question_answering", "causal_lm"]
 
@@ -126,23 +123,24 @@ SEQ2SEQ_CLASSES: dict[str, str] = {"causal_lm": "AutoModelForSeq2SeqLM", "base":
 """An encoder-decoder's classes: its language-model head is a seq2seq LM (T5, mT5, BART)."""
 
 
-def build(ref: ModelRef, head: Head) -> nn.Module:
-    """The model ``ref`` (located) in its dtype with ``head``: the auto class of its kind, or a
+def build(location: str, head: Head, kind: str = "encoder", pooling: str = "cls", dtype: str = "float32",
+          trust_remote_code: bool = False) -> nn.Module:
+    """The model at ``location`` of ``kind`` in ``dtype`` with ``head``: the auto class of its kind, or a
     mean-pooled classifier. A checkpoint that has a task head of another size (2 classes where the
     task has 3) gets the task's head, freshly initialised, as transformers does with
-    ``ignore_mismatched_sizes``; code shipped with the model runs only when ``ref`` trusts it."""
+    ``ignore_mismatched_sizes``; code shipped with the model runs only when ``trust_remote_code``."""
     import transformers
 
-    options = {"dtype": getattr(torch, ref.dtype), "trust_remote_code": ref.trust_remote_code}
-    if ref.pooling == "mean" and head.kind in SENTENCE_HEADS:
-        encoder = AutoModel.from_pretrained(ref.location, **options)
+    options = {"dtype": getattr(torch, dtype), "trust_remote_code": trust_remote_code}
+    if pooling == "mean" and head.kind in SENTENCE_HEADS:
+        encoder = AutoModel.from_pretrained(location, **options)
         return MeanPooledClassifier(encoder, head).to(options["dtype"])
-    if ref.kind == "encoder-decoder":
+    if kind == "encoder-decoder":
         if head.kind not in SEQ2SEQ_CLASSES:
-            raise ModelSourceError(f"'{ref.name}' is an encoder-decoder; the harness builds it with an LM head or none, not {head.kind}")
+            raise ModelSourceError(f"'{location}' is an encoder-decoder; the harness builds it with an LM head or none, not {head.kind}")
         auto = SEQ2SEQ_CLASSES[head.kind]
     else:
         auto = AUTO_CLASSES[head.kind]
     if head.labels or head.kind == "regression":
         options["ignore_mismatched_sizes"] = True
-    return getattr(transformers, auto).from_pretrained(ref.location, **options, **head.kwargs())
+    return getattr(transformers, auto).from_pretrained(location, **options, **head.kwargs())

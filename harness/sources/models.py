@@ -225,4 +225,4 @@ def load(ref: ModelRef, head: Head):
 
     ref = located(ref)
     tokenizer = AutoTokenizer.from_pretrained(ref.location, trust_remote_code=ref.trust_remote_code)
-    return build(ref, head), tokenizer
+    return build(ref.location, head, ref.kind, ref.pooling, ref.dtype, ref.trust_remote_code), tokenizer
