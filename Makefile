@@ -52,7 +52,7 @@ test-portable:
 	db=$$(mktemp -d) && $(TEST_ENV) $(BIN)/harness run --suite xnli --adapter asg --profile smoke --db $$db/results.duckdb; \
 		status=$$?; rm -rf $$db; exit $$status
 
-# issue 20's performance table (heads, decode, memory; a few minutes on 2 cores)
+# the performance benchmarks (heads, decode, memory, fit; a few minutes on 2 cores)
 bench:
 	HF_HUB_OFFLINE=1 $(BIN)/python -m benchmarks --json benchmarks/out/bench.json
 
@@ -61,10 +61,13 @@ bench:
 # adapter or suite setting, --option=value a run option such as --recover=100); a baseline is run once per suite
 # and model and reused. The list is worked out again at each start, so a stopped re-make goes on with what is
 # still to do. Then the papers' reported numbers (`harness reference load`, idempotent). After a schema change:
-# make reference FRESH=1.
+# make reference FRESH=1. Every run records the commit it was made from, so a tree with uncommitted changes
+# (the store's own files aside) is refused: commit first, and the committed store's code can be checked out.
 REFERENCE_ENV = HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)}
 
 reference:
+	@git rev-parse -q --verify HEAD > /dev/null && test -z "$$(git status --porcelain -- . ':!results.duckdb' ':!results.records')" || \
+		{ echo "error: make reference needs a committed tree (each run records its commit); commit or stash the changes git status lists" >&2; exit 2; }
 	$(if $(FRESH),rm -rf results.duckdb results.records)
 	todo=$$($(REFERENCE_ENV) $(BIN)/harness list matrix --db results.duckdb --todo) || exit 1; \
 	echo "$$todo" | while read -r suite model adapter rest; do \

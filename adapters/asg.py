@@ -42,8 +42,12 @@ Choices where the paper is open, written down here:
   ``tie_weights()`` leaves the head alone. An output bias, if any, is kept.
 * Output logits are computed from the (m x k) segment scores H_i . c_{i,j}, summed over the
   ConceptIDs by a fused kernel in inference (CPU: :mod:`harness.methods.gather_sum`; CUDA, with
-  Triton: :mod:`harness.methods.gather_sum_triton`) or one ``embedding_bag`` (training, and CUDA
-  without Triton): no V x D matrix is ever built.
+  Triton: :mod:`harness.methods.gather_sum_triton`, replayed from a CUDA graph where a shape
+  repeats, :mod:`harness.methods.cuda_graphs`) or one ``embedding_bag`` (training, and CUDA where
+  the Triton kernels do not build): no V x D matrix is ever built. Each call counts the path it
+  took (:mod:`harness.methods.kernel_paths`).
+* On CUDA, token ids outside the vocabulary raise torch's CPU ``IndexError``
+  (:func:`harness.methods.index_maps.check_ids`) on every path, as on the CPU.
 * The ConceptID map is an index map (:mod:`harness.methods.index_maps`): held in its stored dtype
   on the CPU, widened once to int32 when the model moves to CUDA (whose indexing kernels do not
   read uint16), saved compact from any device.
@@ -58,13 +62,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.methods import gather_sum, triton_support
+from harness.methods import gather_sum, kernel_paths, triton_support
 from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
 from harness.methods.tables import input_table
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.methods.index_maps import IndexMaps
+from harness.methods.cuda_graphs import GraphedCalls
+from harness.methods.index_maps import IndexMaps, check_ids
 from harness.methods.kmeans import KmeansBudget, KmeansSettings, budget_of, fit_threads, kmeans
 
 BUDGETS = Budgets(
@@ -159,7 +164,8 @@ class ConceptEmbedding(IndexMaps):
     """Input side of ASG (Section 2.3): token -> concat of its m Concept Vectors.
 
     Inference on CUDA with Triton looks the rows up in one kernel
-    (:mod:`harness.methods.concept_lookup_triton`); otherwise, and in training, with torch."""
+    (:mod:`harness.methods.concept_lookup_triton`); otherwise, and in training, with torch. On CUDA
+    the ids are checked against the vocabulary first (:func:`check_ids`: the CPU's ``IndexError``)."""
 
     def __init__(self, codebooks: torch.Tensor, concept_ids: torch.Tensor, k: int, shared: bool):
         super().__init__()
@@ -181,10 +187,19 @@ class ConceptEmbedding(IndexMaps):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         training = torch.is_grad_enabled() and self.codebooks.requires_grad
+        if input_ids.is_cuda:
+            check_ids(input_ids, self.num_embeddings)
+        path = "torch"
         if not training and triton_support.runs(input_ids, self.codebooks):
             from harness.methods import concept_lookup_triton
 
-            return concept_lookup_triton.lookup(input_ids, self.codebooks, self.concept_ids, self.k, self.shared)
+            out = triton_support.attempt("concept_lookup", lambda: concept_lookup_triton.lookup(
+                input_ids, self.codebooks, self.concept_ids, self.k, self.shared))
+            if out is not None:
+                kernel_paths.record(self, "Triton kernel")
+                return out
+            path = "torch (the Triton kernel failed to build)"
+        kernel_paths.record(self, path)
         rows = self.concept_ids[input_ids].long() + self.segment_offsets  # (..., m) rows of E'
         return F.embedding(rows, self.codebooks).flatten(-2)  # (..., m, D/m) -> (..., D)
 
@@ -205,9 +220,11 @@ class ConceptLMHead(IndexMaps):
     * :mod:`harness.methods.gather_sum`: a fused CPU kernel reading the (m, V) map in its stored dtype
       (float32 inference on CPU; one call for the whole head, scores included).
     * :mod:`harness.methods.gather_sum_triton`: on CUDA with Triton (float32 inference), one batched
-      matmul for the scores and one gather-sum kernel over vocabulary tiles.
+      matmul for the scores and one gather-sum kernel over vocabulary tiles; the whole call replayed
+      from a CUDA graph from the second call of a shape on (:mod:`harness.methods.cuda_graphs`).
 
-    The kernels give the reference's logits up to the order of the float additions.
+    The kernels give the reference's logits up to the order of the float additions. Every call
+    counts its path (:func:`harness.methods.kernel_paths.taken`).
     """
 
     def __init__(self, concepts: ConceptEmbedding, bias: torch.Tensor | None = None):
@@ -244,28 +261,53 @@ class ConceptLMHead(IndexMaps):
 
     def _apply(self, fn, recurse=True):
         self.__dict__.pop("_table_rows", None)
+        self.__dict__.pop("_graphs", None)
         return super()._apply(fn, recurse)
 
     def reference_sum(self, table: torch.Tensor, n: int) -> torch.Tensor:
         """(m*k, >= n) score table -> (n, V) logits with one ``embedding_bag`` over the ConceptIDs."""
         return F.embedding_bag(self.table_rows(), table, mode="sum")[:, :n].T  # (n, V)
 
+    def reference(self, flat: torch.Tensor) -> torch.Tensor:
+        """(N, D) hidden states -> (N, V) logits by the torch path, without the bias. A lone hidden
+        state gets a second (zero) column: embedding_bag's CPU kernel is ~50x slower on one."""
+        n = flat.shape[0]
+        return self.reference_sum(self.score_table(flat, max(n, 2)), n)
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         lead = hidden.shape[:-1]
         flat = hidden.reshape(-1, hidden.shape[-1])
-        n = flat.shape[0]
-        training = torch.is_grad_enabled() and (flat.requires_grad or self.concepts.codebooks.requires_grad)
-        if not training and gather_sum.applies(flat):
-            logits = gather_sum.logits(flat, self.concepts.codebooks, self.codes, self.concepts.shared)
-        elif not training and flat.dtype == torch.float32 and triton_support.runs(flat, self.codes):
+        if torch.is_grad_enabled() and (flat.requires_grad or self.concepts.codebooks.requires_grad):
+            logits, path = self._biased(self.reference(flat)), "torch reference, with gradients"
+        elif flat.is_cuda:
+            graphs = self.__dict__.setdefault("_graphs", GraphedCalls())
+            bias = 0 if self.bias is None else self.bias.data_ptr()
+            logits, path = graphs(self.cuda_logits, flat, self.concepts.codebooks.data_ptr(), self.codes.data_ptr(), bias)
+        elif gather_sum.applies(flat):
+            logits, path = self._biased(gather_sum.logits(flat, self.concepts.codebooks, self.codes, self.concepts.shared)), "fused C++ kernel"
+        else:
+            logits, path = self._biased(self.reference(flat)), "torch reference"
+        kernel_paths.record(self, path)
+        return logits.reshape(*lead, -1)
+
+    def cuda_logits(self, flat: torch.Tensor) -> tuple[torch.Tensor, str]:
+        """One eager inference call on CUDA: (N, V) logits with the bias, and the path taken (the
+        Triton kernels for float32 states where they build, else the torch reference)."""
+        logits = None
+        if flat.dtype != torch.float32:
+            path = f"torch reference ({str(flat.dtype).removeprefix('torch.')} states: the Triton kernels take float32)"
+        elif not triton_support.runs(flat, self.codes):
+            path = "torch reference (no Triton kernels)"
+        else:
             from harness.methods import gather_sum_triton
 
-            logits = gather_sum_triton.logits(flat, self.concepts.codebooks, self.codes, self.concepts.shared)
-        else:  # a lone hidden state gets a second (zero) column: embedding_bag's CPU kernel is ~50x slower on one
-            logits = self.reference_sum(self.score_table(flat, max(n, 2)), n)
-        if self.bias is not None:
-            logits = logits + self.bias
-        return logits.reshape(*lead, -1)
+            logits = triton_support.attempt("gather_sum", lambda: gather_sum_triton.logits(
+                flat, self.concepts.codebooks, self.codes, self.concepts.shared))
+            path = "torch reference (a Triton kernel failed to build)" if logits is None else "Triton kernels"
+        return self._biased(self.reference(flat) if logits is None else logits), path
+
+    def _biased(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits if self.bias is None else logits + self.bias
 
 
 class AsgAdapter(Adapter):

@@ -23,7 +23,9 @@ Choices, written down here:
   (:mod:`harness.methods.low_rank_head`); otherwise, in training and on CUDA, torch's two products
   (the reference). On an H100 cuBLAS beat a Triton kernel for the second product at every shape
   measured (SmolLM2 and Llama-3 shapes, batch 1 and 32, eager and graphed: the kernel 0.43-0.58x
-  the reference; docs/performance.md), so CUDA keeps cuBLAS.
+  the reference; docs/performance.md), so CUDA keeps cuBLAS: in inference replayed from the head's
+  own CUDA graph where a shape repeats (:mod:`harness.methods.cuda_graphs`), as ASG's head. Each
+  call counts the path it took (:mod:`harness.methods.kernel_paths`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from torch import nn
 from harness.adapter import Adapter, FitContext, replace_tables
 from harness.config import require_positive
 from harness.errors import ConfigError
-from harness.methods import low_rank_head
+from harness.methods import kernel_paths, low_rank_head
+from harness.methods.cuda_graphs import GraphedCalls
 
 
 @dataclass(frozen=True)
@@ -110,11 +113,27 @@ class FactorizedLMHead(nn.Module):
         flat = hidden.reshape(-1, hidden.shape[-1])
         factors = self.factors
         training = torch.is_grad_enabled() and (flat.requires_grad or factors.lookup.requires_grad or factors.projection.requires_grad)
-        if not training and low_rank_head.applies(flat):  # a few states: the fused heads' thread pool
-            out = low_rank_head.logits(flat, factors.projection, factors.lookup, self.bias)
-            return out.reshape(*hidden.shape[:-1], -1)
-        low = hidden @ factors.projection.T  # (..., r)
-        return F.linear(low, factors.lookup, self.bias)  # (..., V)
+        if training:
+            out, path = self.products(flat)[0], "torch products, with gradients"
+        elif flat.is_cuda:
+            graphs = self.__dict__.setdefault("_graphs", GraphedCalls())
+            bias = 0 if self.bias is None else self.bias.data_ptr()
+            out, path = graphs(self.products, flat, factors.lookup.data_ptr(), factors.projection.data_ptr(), bias)
+        elif low_rank_head.applies(flat):  # a few states: the fused heads' thread pool
+            out, path = low_rank_head.logits(flat, factors.projection, factors.lookup, self.bias), "fused C++ kernel"
+        else:
+            out, path = self.products(flat)
+        kernel_paths.record(self, path)
+        return out.reshape(*hidden.shape[:-1], -1)
+
+    def products(self, flat: torch.Tensor) -> tuple[torch.Tensor, str]:
+        """(N, D) hidden states -> (N, V) logits by torch's two products (the reference), and that path."""
+        low = flat @ self.factors.projection.T  # (N, r)
+        return F.linear(low, self.factors.lookup, self.bias), "torch products"  # (N, V)
+
+    def _apply(self, fn, recurse=True):
+        self.__dict__.pop("_graphs", None)
+        return super()._apply(fn, recurse)
 
 
 class LowrankAdapter(Adapter):

@@ -1,4 +1,4 @@
-"""Output heads on a shared machine (issue 34, item 4): each compressed head's speed-up over the
+"""Output heads on a shared machine: each compressed head's speed-up over the
 dense head with the machine to itself and with one busy process beside it.
 
 The busy process is one spinning Python interpreter (a stand-in for a sweep's second job or a

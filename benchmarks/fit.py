@@ -1,4 +1,4 @@
-"""Fit time of the clustering adapters on me5-small's table, and encoder latency after a fit (issue 20).
+"""Fit time of the clustering adapters on me5-small's table, and encoder latency after a fit.
 
 * ``fit``: ASG (k = 1,024, m = 48) and SG at fraction 0.4 fitted on me5-small's 250,037 x 384
   input table under the quick profile's k-means budget, as the runner fits them; wall seconds

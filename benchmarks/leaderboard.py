@@ -1,4 +1,4 @@
-"""Leaderboard page speed in headless Chromium (issue 34.1): navigation to the Pareto chart's plot in
+"""Leaderboard page speed in headless Chromium: navigation to the Pareto chart's plot in
 the DOM, cold (a fresh server) and warm (its cache filled), and the landing page's DOM size.
 
 ``python -m harness.benchmarks.leaderboard --db results.duckdb [--db /tmp/gen10k.duckdb] [--loads 5]``

@@ -1,4 +1,4 @@
-"""A generated results store of realistic shape for the leaderboard benchmark (issue 34.1).
+"""A generated results store of realistic shape for the leaderboard benchmark.
 
 ``python -m harness.benchmarks.leaderboard_store OUT.duckdb [--runs 10000]`` writes, through the
 store's own schema, sweeps of 10 methods x 5 suites x 2 models x 3 seeds (each method's setting grid

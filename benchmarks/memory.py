@@ -1,4 +1,4 @@
-"""Memory a user gets (issue 31.3): the unchanged model and its ASG-compressed export, each loaded from
+"""Memory a user gets: the unchanged model and its ASG-compressed export, each loaded from
 local files in a fresh process and run.
 
 Setup, once per benchmark run, in a temporary folder on disk: the packaged model (fp32, with the head

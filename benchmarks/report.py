@@ -16,7 +16,8 @@ class Row:
 
     ``ratio`` is the method's gain: base/method for times (> 1: faster), method/base for
     throughputs, and for memory the fall as a fraction of the removed table's bytes. ``target`` is
-    the ratio the row must reach (None: reported only); ``low``/``high`` the range over rounds.
+    the ratio the row must reach (None: reported only); ``low``/``high`` the range over rounds;
+    ``floor``, where set, a value the whole range must lie above for the target to count as met.
     """
 
     section: str
@@ -29,9 +30,10 @@ class Row:
     high: float
     rounds: int
     target: float | None = None
+    floor: float | None = None
     note: str = ""
     load: float = math.nan          # 1-minute load average when the row was measured
-    base_peak_mb: float = math.nan  # CUDA max allocated (GPU runs)
+    base_peak_mb: float = math.nan  # CUDA peak with only that side resident (GPU runs)
     method_peak_mb: float = math.nan
 
     @classmethod
@@ -41,7 +43,9 @@ class Row:
 
     @property
     def met(self) -> bool | None:
-        return None if self.target is None else self.ratio >= self.target
+        if self.target is None:
+            return None
+        return self.ratio >= self.target and (self.floor is None or self.low > self.floor)
 
 
 @dataclass
@@ -52,15 +56,18 @@ class BenchReport:
     def markdown(self) -> str:
         gpu = any(not math.isnan(r.method_peak_mb) for r in self.rows)
         env = self.environment
+        cache = f", last-level cache {env['last_level_cache_mib']:g} MiB" if "last_level_cache_mib" in env else ""
         lines = [
-            f"{env.get('gpu') or env['cpu']}: {env['device']}, {env['cpu_cores']} cores, {env['torch_threads']} torch threads, torch {env['torch']}",
+            (f"GPU {env['gpu']}, " if env.get("gpu") else "") + f"device {env['device']}, CPU {env['cpu']}{cache}, {env['cpu_cores']} cores, "
+            f"{env['torch_threads']} torch threads, torch {env['torch']}, load {env.get('load_start', math.nan):.1f} at the start",
             "",
             "| section | case | base | method | ratio (range) | target | load | notes |" if not gpu else
             "| section | case | base | method | ratio (range) | target | peak MiB base / method | notes |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for r in self.rows:
-            target = "" if r.target is None else f"{r.target:g}x {'met' if r.met else 'NOT met'}"
+            floor = "" if r.floor is None else f", every round > {r.floor:g}x"
+            target = "" if r.target is None else f"{r.target:g}x{floor} {'met' if r.met else 'NOT met'}"
             extra = f"{r.base_peak_mb:.0f} / {r.method_peak_mb:.0f}" if gpu else f"{r.load:.1f}"
             lines.append(
                 f"| {r.section} | {r.case} | {r.base:.4g} {r.unit} | {r.method:.4g} {r.unit} "

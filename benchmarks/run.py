@@ -1,8 +1,8 @@
-"""Every benchmark in one process: output heads, greedy decoding, resident memory (issue 20).
+"""Every benchmark in one process: output heads, greedy decoding, resident memory.
 
 Sections run in this order, each as ratios of ABAB rounds: for SmolLM2 (packaged weights and a
 fitted ASG, or random weights at its shapes) and a Llama-3-sized decoder (random weights, a few
-layers), the output heads at batch 1 and 32 (on CPU also quiet vs one busy process, issue 34), then
+layers), the output heads at batch 1 and 32 (on CPU also quiet vs one busy process), then
 greedy decoding; the memory and disk reads of me5-small and SmolLM2 loaded from their saved files
 with and without ASG, one fresh process per measurement; the fit time of ASG and SG on
 me5-small's table; encoder latency after a faiss fit vs in a fresh process.

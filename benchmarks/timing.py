@@ -1,6 +1,10 @@
 """Paired timing: a reference and a method timed in alternating rounds (ABAB), so drift in machine
 load hits both; medians per side and the median of the per-round ratios. CUDA: events around the
-calls and ``torch.cuda.max_memory_allocated`` per side."""
+calls, and peak memory with only the measured module resident (:func:`resident_peak_mb`).
+
+Each call is timed hot (back to back: what it reads stays in the caches) and cold (:class:`Evictor`:
+a buffer twice the last-level cache is read before each call, and only the call is timed), as a
+head runs after a model's layers have filled the caches with their own weights."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ class Pair:
     low: float  # smallest and largest per-round ratio
     high: float
     rounds: int
-    base_peak_mb: float = math.nan  # CUDA max allocated while the side ran (NaN on CPU)
+    base_peak_mb: float = math.nan  # CUDA peak of a call with only that side resident (NaN on CPU)
     method_peak_mb: float = math.nan
 
 
@@ -35,8 +39,40 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_ms(fn: Callable[[], object], device: str, inner: int) -> float:
-    """Milliseconds per call of ``fn``, averaged over ``inner`` back-to-back calls."""
+def last_level_cache_bytes(device: str) -> int:
+    """The last cache before memory: CUDA's L2, else the largest CPU cache sysfs lists (32 MiB when
+    it lists none)."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_properties(device).L2_cache_size
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = entry.read_text().strip()
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        sizes.append(int(text.rstrip("KMG")) * scale)
+    return max(sizes, default=32 * 2**20)
+
+
+class Evictor:
+    """Evicts a call's tensors from the caches: ``evictor()`` touches a buffer twice the last-level
+    cache (CPU: reads it; CUDA: writes it, since a GPU's L2 keeps what was read)."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.bytes = 2 * last_level_cache_bytes(device)
+        self.buffer = torch.ones(self.bytes // 4, device=device)
+
+    def __call__(self) -> None:
+        if self.device.startswith("cuda"):
+            self.buffer.zero_()
+        else:
+            self.buffer.sum()
+
+
+def time_ms(fn: Callable[[], object], device: str, inner: int, evict: Evictor | None = None) -> float:
+    """Milliseconds per call of ``fn``, averaged over ``inner`` calls: back to back, or with
+    ``evict`` each call alone after the caches were evicted."""
+    if evict is not None:
+        return sum(_one_cold_call(fn, device, evict) for _ in range(inner)) / inner
     if device.startswith("cuda"):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -51,34 +87,64 @@ def time_ms(fn: Callable[[], object], device: str, inner: int) -> float:
     return (time.perf_counter() - begin) * 1000.0 / inner
 
 
-def peak_mb(fn: Callable[[], object], device: str) -> float:
-    """CUDA memory high-water mark (MiB) of one call of ``fn``; NaN on CPU."""
+def _one_cold_call(fn: Callable[[], object], device: str, evict: Evictor) -> float:
+    evict()
+    if device.startswith("cuda"):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+    begin = time.perf_counter()
+    fn()
+    return (time.perf_counter() - begin) * 1000.0
+
+
+def tensor_bytes(*modules: torch.nn.Module) -> int:
+    """Bytes of the parameters and buffers of ``modules``, each storage counted once (a tied table once)."""
+    storages = {}
+    for module in modules:
+        for t in [*module.parameters(), *module.buffers()]:
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values())
+
+
+def resident_peak_mb(fn: Callable[[], object], resident_bytes: int, device: str) -> float:
+    """CUDA memory high-water mark (MiB) of one call of ``fn`` as if only ``resident_bytes`` (the
+    measured head's own tensors and inputs) were allocated beside it: those bytes plus what the call
+    allocates above what was allocated when it started; NaN on CPU."""
     if not device.startswith("cuda"):
         return math.nan
     _sync(device)
+    before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     fn()
     _sync(device)
-    return torch.cuda.max_memory_allocated() / 2**20
+    return (resident_bytes + torch.cuda.max_memory_allocated() - before) / 2**20
 
 
-def one_round(fns: dict[str, Callable[[], object]], device: str, inner: int) -> dict[str, float]:
-    """Milliseconds per call of every function in ``fns``, one after another."""
-    return {name: time_ms(fn, device, inner) for name, fn in fns.items()}
+def one_round(fns: dict[str, Callable[[], object]], device: str, inner: int, evict: Evictor | None = None) -> dict[str, float]:
+    """Milliseconds per call of every function in ``fns``, one after another (cold with ``evict``)."""
+    return {name: time_ms(fn, device, inner, evict) for name, fn in fns.items()}
 
 
-def rounds_of(fns: dict[str, Callable[[], object]], device: str, rounds: int,
-              inner: int) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Every function in ``fns`` in turn, round after round (A B C ... A B C ...), after one warm-up
-    call each (first-call costs: kernel builds, the allocator): per function its ms per call in every
-    round, and its peak memory (:func:`peak_mb`). Ratios between any two are taken round by round
-    (:func:`from_samples`), so drift in machine load hits both sides."""
+REGIMES = ("cold", "hot")
+
+
+def rounds_of(fns: dict[str, Callable[[], object]], device: str, rounds: int, inner: int,
+              evict: Evictor, warmup: int = 3) -> dict[str, dict[str, list[float]]]:
+    """Every function in ``fns`` in turn, round after round (A B C ... A B C ...), cold and then hot
+    in every round, after ``warmup`` calls each (first-call costs: kernel builds, the allocator, a
+    head's CUDA graph capture): per regime ("cold", "hot") and function its ms per call in every
+    round. Ratios between any two are taken round by round (:func:`from_samples`), so drift in
+    machine load hits both sides."""
     with torch.inference_mode():
         for fn in fns.values():
-            fn()
-        peaks = {name: peak_mb(fn, device) for name, fn in fns.items()}
-        times = [one_round(fns, device, inner) for _ in range(rounds)]
-    return {name: [t[name] for t in times] for name in fns}, peaks
+            for _ in range(warmup):
+                fn()
+        times = [(one_round(fns, device, inner, evict), one_round(fns, device, inner)) for _ in range(rounds)]
+    return {regime: {name: [t[i][name] for t in times] for name in fns} for i, regime in enumerate(REGIMES)}
 
 
 def graphed(fn: Callable[[], object], warmup: int = 3) -> Callable[[], object]:
@@ -145,6 +211,7 @@ def environment(device: str) -> dict[str, object]:
         "cpu_cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
+        "last_level_cache_mib": round(last_level_cache_bytes("cpu") / 2**20, 1),
     }
     if device.startswith("cuda"):
         env["gpu"] = torch.cuda.get_device_name(device)

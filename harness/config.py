@@ -7,6 +7,7 @@ validation itself lives in each config's ``__post_init__`` and does no I/O.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Any, Literal, get_args, get_origin
 
@@ -47,9 +48,12 @@ def _coerce(name: str, raw: str, hint: Any) -> Any:
         raise ConfigError(f"--set {name}={raw} is not a boolean; use true or false")
     if hint in (int, float):
         try:
-            return hint(raw)
+            value = hint(raw)
         except ValueError:
             raise ConfigError(f"--set {name}={raw} is not {'an integer' if hint is int else 'a number'}") from None
+        if hint is float and not math.isfinite(value):  # float() reads nan, inf and 1e309; no setting means them
+            raise ConfigError(f"--set {name}={raw} is not a finite number")
+        return value
     if hint is str:
         return raw
     raise ConfigError(f"--set {name} cannot be set from the command line")

@@ -51,3 +51,12 @@ def did_you_mean(name: str, choices) -> str:
     near = difflib.get_close_matches(name.lower(), list(folded), n=1)
     best = folded.get(name.lower()) or (folded[near[0]] if near else None)
     return f"did you mean '{best}'? " if best is not None and best != name else ""
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal acts on or hides instead of showing (a newline, an
+    escape sequence, a NUL, a zero-width or direction mark, the surrogate standing for a byte of a
+    command line that was not UTF-8) written as its Python escape: the one rule for echoing a name the
+    user typed, so ``--suite $'xn\\nli'`` reads ``unknown suite 'xn\\nli'`` on one line. Printable
+    text, accents and scripts included, passes unchanged."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)

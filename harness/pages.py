@@ -4,7 +4,7 @@ transformers maps a safetensors checkpoint into memory (a file mapping) and a pa
 resident when it is first read. A fit reads the whole token table (k-means over its rows), and
 the mapping stays alive for the other weights, so after an adapter has replaced the table its
 pages still count in the process's resident set although nothing reads them again: for
-me5-small's 250,037 x 384 fp32 table that is 366 MiB that would not fall (issue 20.4).
+me5-small's 250,037 x 384 fp32 table that is 366 MiB that would not fall.
 
 :func:`release_file_pages` drops exactly the pages of a range that still hold the file's bytes
 (``/proc/self/pagemap``: bit 63 present, bit 61 file page). Reading such a page again faults in

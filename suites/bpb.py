@@ -28,6 +28,9 @@ Encoder-decoders (T5, mT5) are scored through lm-eval's seq2seq model type, whic
 rolling window with its decoder (the encoder given lm-eval's end-of-text token alone); their
 ``kl_from_base`` is not computed.
 
+The details also name the path each compressed module of the scored model took, with its calls
+(``kernel_paths``: a fused kernel, a Triton kernel replayed from a CUDA graph, a torch reference).
+
 One choice differs from lm-eval's ``wikitext`` task: bytes are counted on the scored
 (detokenized) text, not on the original page, so numerator and denominator describe the same text.
 """
@@ -44,6 +47,7 @@ from harness.suites import texts
 from harness.suites.lm_eval_client import render_tasks, run_tasks, write_jsonl
 
 from harness.budgets import Budgets
+from harness.methods import kernel_paths
 from harness.results.records import ItemOutputs
 from harness.sources import corpora
 from harness.sources.data import DataSource
@@ -125,6 +129,7 @@ class BitsPerByte(Suite):
         if ctx.reference is not None and reference is None:
             details["kl_from_base"] = ("not computed: an encoder-decoder reads its rolling windows through its decoder (lm-eval's seq2seq type)"
                                        if seq2seq else "not computed: the adapter changed the tokenizer (KL over two vocabularies is undefined)")
+        details["kernel_paths"] = kernel_paths.taken(model)
         return SuiteResult(scores, details, items)
 
     @staticmethod

@@ -14,7 +14,8 @@ BoolQ, a uniform guess among each item's options for the multiple-choice tasks).
 
 XNLI (several languages, lm-eval's ``xnli`` prompt words) and SST-2 (lm-eval's ``glue/sst2``
 prompt) stay zero-shot. ``--set tasks=...`` picks what runs: ``paper003`` (default), ``all``, or
-a comma list. One scoring pass: the model is loaded once for every task.
+a comma list. One scoring pass: the model is loaded once for every task. The details name the path
+each compressed module took, with its calls (``kernel_paths``, :mod:`harness.methods.kernel_paths`).
 
 Paper 003 prints one "ARC" accuracy; its values (53.6 for Llama-3.1-8B, 59.2 Qwen2.5-7B, 60.5
 OLMo-2-7B) are ARC-Challenge levels (ARC-Easy is 75-85 for these models), so ``arc_challenge`` is
@@ -39,6 +40,7 @@ from harness.suites.lm_eval_data import Doc, chance_level
 from harness.budgets import Budgets
 from harness.errors import ConfigError, DataError
 from harness.measure import chance
+from harness.methods import kernel_paths
 from harness.results.records import ItemOutputs, Score
 from harness.sources.data import DataSource, local_or_hub
 from harness.suite import Head, Suite, SuiteContext, SuiteData, SuiteResult, Task, parallel, score_items

@@ -31,6 +31,7 @@ from torch import nn
 
 from harness.suite import SuiteContext
 
+SCORING_FILES = ("lm_eval_tasks/*/*.yaml",)  # prompts, metrics, few-shot splits: the code fingerprint hashes them
 TASKS_DIR = Path(__file__).with_name("lm_eval_tasks")
 LM_EVAL_INCLUDE = "lm_eval/tasks/"  # an include naming a task file of the installed lm-eval
 

@@ -51,7 +51,7 @@ def test_stage_one_fits_on_running_text_by_default():
 
     assert AdeAdapter().corpora() == ("wikitext2_train",)
     assert AdeAdapter(AdeConfig(fit_on="vocab")).corpora() == ()
-    assert "Eq. 10" in AdeAdapter.no_recovery  # why the recovery stage (issue 32) skips ADE
+    assert "Eq. 10" in AdeAdapter.no_recovery  # why the recovery stage skips ADE
 
 
 def test_matching_pursuit_recovers_a_sparse_non_negative_code():

@@ -207,7 +207,7 @@ def test_concept_ids_widen_once_when_moved_off_the_cpu_and_save_compact(tiny_dec
 
 
 def test_reference_rows_are_made_once_per_device(tiny_decoder):
-    """The embedding_bag index (V, m) of i*k + s_i is cached, not rebuilt on every call (issue 43)."""
+    """The embedding_bag index (V, m) of i*k + s_i is cached, not rebuilt on every call."""
     model = AsgAdapter(AsgConfig(k=16, m=8)).apply(tiny_decoder, FitContext(seed=0)).model
     head = model.get_output_embeddings()
     rows = head.table_rows()

@@ -5,6 +5,8 @@ they stay in the store for history, hidden by default. Read with plain SQL, read
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import duckdb
@@ -42,6 +44,21 @@ def test_current_method_headlines_are_paired_and_carry_chance():
         assert r["pct_base_ci_low"] is not None and r["pct_base_ci_low"] <= r["pct_base_ci_high"], where
         if chance.has_level(r["metric"], r["higher_is_better"]):
             assert r["chance"] is not None and r["chance"] == r["chance"], f"{where}: no chance level"
+
+
+@pytest.mark.skipif(not DB.exists(), reason="no committed results.duckdb in this checkout")
+def test_every_current_run_was_made_from_a_commit_that_can_be_checked_out():
+    """The committed store ships without its journal, so a current run must come from a clean commit
+    (``make reference`` refuses a dirty tree) that this repository holds."""
+    with duckdb.connect(str(DB), read_only=True) as con:
+        runs = con.execute("SELECT run_id, adapter, suite, code, git_sha FROM runs WHERE status = 'finished'").fetchall()
+    current = [(run_id, sha) for run_id, adapter, suite, code, sha in runs if not is_stale(adapter, suite, code)]
+    assert not [(run_id, sha) for run_id, sha in current if not re.fullmatch(r"[0-9a-f]{40}", sha or "")]
+    shallow = subprocess.run(["git", "-C", str(DB.parent), "rev-parse", "--is-shallow-repository"], capture_output=True, text=True)
+    if shallow.returncode == 0 and shallow.stdout.strip() == "false":
+        missing = {sha for _, sha in current
+                   if subprocess.run(["git", "-C", str(DB.parent), "cat-file", "-e", f"{sha}^{{commit}}"], capture_output=True).returncode}
+        assert not missing, f"runs made from commits this repository does not hold: {sorted(missing)}"
 
 
 @pytest.mark.skipif(not DB.exists(), reason="no committed results.duckdb in this checkout")

@@ -1,4 +1,4 @@
-"""The contention case of the head benchmark (issue 34, item 4): a real busy child switched on and
+"""The contention case of the head benchmark: a real busy child switched on and
 off, and rows that give each head's kept share of its quiet speed-up. No timing assertions."""
 
 from __future__ import annotations

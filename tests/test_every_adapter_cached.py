@@ -1,7 +1,7 @@
 """Every registered adapter through `harness run`, as a user runs it: the fit cache on, the adapter's
 default settings, the smoke profile, on the cheapest suite it supports; then the same command with
 --force. The second run takes the fit from the cache (the entry the first run wrote) and gives the
-same scores, per-item outputs and compression report: a loaded fit is the fitted one (issue 29). An
+same scores, per-item outputs and compression report: a loaded fit is the fitted one. An
 adapter that declares ``cacheable = False`` fits again and its run says why.
 
 The models are local model directories (``--model DIR``, a source users have) with random weights

@@ -4,8 +4,10 @@ docstring does not; stored runs of other code read as stale (and are hidden by d
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -114,3 +116,90 @@ def test_changed_scoring_code_runs_again_a_changed_comment_does_not(tmp_path, mo
     assert {r["run_id"]: r["stale"] for r in rows} == {first.record.run_id: True, again.record.run_id: False}
     show = CliRunner().invoke(app, ["show", first.record.run_id, "--db", str(db)])
     assert show.exit_code == 0 and "stale: made by other code" in show.output
+
+
+def _edited_copy(tmp_path, monkeypatch, module: str, data: str) -> Path:
+    """A copy of ``module`` and the ``data`` file or folder beside it, which the fingerprint reads in
+    place of the installed ones; returns the copied data."""
+    source = REAL_FILE(module)
+    folder = tmp_path / "copy"
+    if (source.parent / data).is_dir():
+        shutil.copytree(source.parent / data, folder / data)
+    else:
+        folder.mkdir()
+        shutil.copy(source.parent / data, folder / data)
+    shutil.copy(source, folder / source.name)
+    monkeypatch.setattr(fingerprint, "_file", lambda name: folder / source.name if name == module else REAL_FILE(name))
+    return folder / data
+
+
+def test_the_fused_kernels_cpp_source_counts_its_comments_do_not(tmp_path, monkeypatch):
+    """``gather_sum.cpp`` computes every ASG / k-sub logit and the low-rank head on the CPU: a new statement
+    there makes those runs stale; a comment, blank lines or indentation do not; other runs stay current."""
+    users = [("asg", "bpb"), ("ksub", "xnli"), ("lowrank", "bpb")]
+    stored = {pair: fingerprint.code_fingerprint(*pair) for pair in [*users, ("none", "tokenizer")]}
+    cpp = _edited_copy(tmp_path, monkeypatch, "harness.methods.gather_sum", "gather_sum.cpp")
+    assert {pair: fingerprint.code_fingerprint(*pair) for pair in stored} == stored  # the copy is the same code
+    text = cpp.read_text()
+    assert "#include <atomic>\n" in text and "namespace pool {" in text
+    cpp.write_text("/* a new\n   block comment */\n" + text.replace("namespace pool {", "namespace pool {  // explained\n\n")
+                   .replace("#include <atomic>\n", "#include <atomic>   \n\n\n"))
+    assert not any(fingerprint.is_stale(*pair, code) for pair, code in stored.items())
+    cpp.write_text(text.replace("namespace pool {", "namespace pool {\nstatic int calls_seen = 0;", 1))
+    assert all(fingerprint.is_stale(*pair, stored[pair]) for pair in users)
+    assert not fingerprint.is_stale("none", "tokenizer", stored[("none", "tokenizer")])
+
+
+def test_an_lm_eval_prompt_counts_the_yamls_comments_and_layout_do_not(tmp_path, monkeypatch):
+    """The task YAMLs under ``suites/lm_eval_tasks`` hold prompts, metrics and few-shot splits: a changed
+    prompt makes the lm_eval suite's runs stale; a comment, quoting or key order does not."""
+    stored = {pair: fingerprint.code_fingerprint(*pair) for pair in [("vocabdiet", "lm_eval"), ("none", "lm_eval"), ("none", "glue")]}
+    tasks = _edited_copy(tmp_path, monkeypatch, "harness.suites.lm_eval_client", "lm_eval_tasks")
+    assert {pair: fingerprint.code_fingerprint(*pair) for pair in stored} == stored
+    english = tasks / "xnli" / "xnli_en.yaml"
+    text = english.read_text()
+    prompt = "doc_to_choice: '{{[premise+\", right? Yes, \"+hypothesis,premise+\", right? Also, \"+hypothesis,premise+\", right? No, \"+hypothesis]}}'"
+    assert prompt in text
+    relaid = "doc_to_choice: \"{{[premise+\\\", right? Yes, \\\"+hypothesis,premise+\\\", right? Also, \\\"+hypothesis,premise+\\\", right? No, \\\"+hypothesis]}}\""
+    english.write_text("# another comment\n" + text.replace(prompt, relaid + "  # the three choices").replace("task: harness_xnli_en\n", "") + "task: harness_xnli_en\n")
+    assert not any(fingerprint.is_stale(*pair, code) for pair, code in stored.items())
+    english.write_text(text.replace("right? Also,", "right? So,"))
+    assert fingerprint.is_stale("vocabdiet", "lm_eval", stored[("vocabdiet", "lm_eval")])
+    assert fingerprint.is_stale("none", "lm_eval", stored[("none", "lm_eval")])
+    assert not fingerprint.is_stale("none", "glue", stored[("none", "glue")])
+
+
+def test_every_file_shipped_beside_scoring_code_is_declared_by_its_reader():
+    """Each non-Python file in a folder of a module that decides scores (and in the data folders below
+    it) is named by a ``SCORING_FILES`` declaration of a counted module, or is read only by code that
+    records or plans runs (listed here with its reader)."""
+    planning = {"harness/runner/matrix.txt": "harness.runner.matrix: the reference matrix `make reference` works through"}
+    roots = tuple(sorted({*fingerprint.PROTOCOL, *fingerprint._entry_modules("adapter").values(), *fingerprint._entry_modules("suite").values()}))
+    counted = fingerprint.modules(roots)
+    declared = {path.resolve() for name in counted for _, path in fingerprint.scoring_files(name)}
+    assert any(p.name == "gather_sum.cpp" for p in declared) and sum(p.suffix == ".yaml" for p in declared) == 25
+    repo = Path(__file__).resolve().parents[1]
+    shipped = set()
+    for folder in {REAL_FILE(name).parent for name in counted}:
+        for path in folder.rglob("*"):
+            below = path.relative_to(folder).parts[:-1]
+            in_package = any((folder.joinpath(*below[:i + 1]) / "__init__.py").exists() for i in range(len(below)))
+            if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts and not in_package:
+                shipped.add(path.resolve())
+    undeclared = {p.relative_to(repo).as_posix() for p in shipped - declared}
+    assert undeclared == set(planning), f"declare these in their reader's SCORING_FILES: {sorted(undeclared - set(planning))}"
+
+
+def test_a_declaration_must_be_a_literal_that_matches_files(tmp_path, monkeypatch):
+    folder = tmp_path / "mod"
+    folder.mkdir()
+    module = folder / "reader.py"
+    monkeypatch.setattr(fingerprint, "_file", lambda name: module if name == "fpdemo_reader" else REAL_FILE(name))
+    module.write_text("SCORING_FILES = ('kernel.cpp',)\n")
+    with pytest.raises(ValueError, match="matches no file"):
+        fingerprint.scoring_files("fpdemo_reader")
+    (folder / "kernel.cpp").write_text("int f() { return 1; }\n")
+    assert [r for r, _ in fingerprint.scoring_files("fpdemo_reader")] == ["kernel.cpp"]
+    module.write_text("import os\nSCORING_FILES = tuple(os.listdir('.'))\n")
+    with pytest.raises(ValueError, match="literal tuple"):
+        fingerprint.scoring_files("fpdemo_reader")

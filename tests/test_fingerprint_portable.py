@@ -18,6 +18,8 @@ from harness.results import fingerprint
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "fingerprint" / "golden.py"
 GOLDEN_HASH = "9e86034707eb1882"  # sha256[:16] of serialize(golden.py), on every Python
+GOLDEN_CPP, GOLDEN_CPP_HASH = GOLDEN.with_suffix(".cpp"), "8a18d9b75555eb84"     # of normalized_c(golden.cpp)
+GOLDEN_YAML, GOLDEN_YAML_HASH = GOLDEN.with_suffix(".yaml"), "bf67d9ba9b7b63e8"  # of normalized_yaml(golden.yaml)
 
 
 def _sha(text: str) -> str:
@@ -30,6 +32,8 @@ def _text(source: str) -> str:
 
 def test_the_golden_source_has_the_pinned_fingerprint():
     assert _sha(fingerprint.serialize(fingerprint.normalized_tree(GOLDEN))) == GOLDEN_HASH
+    assert _sha(fingerprint.normalized_c(GOLDEN_CPP.read_text(encoding="utf-8"))) == GOLDEN_CPP_HASH
+    assert _sha(fingerprint.normalized_yaml(GOLDEN_YAML.read_text(encoding="utf-8"))) == GOLDEN_YAML_HASH
 
 
 def _interpreters() -> list[str]:
@@ -46,18 +50,29 @@ GOLDEN_SCRIPT = """
 import hashlib, json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from harness.results.fingerprint import normalized_tree, serialize
-tree = normalized_tree(Path(sys.argv[2]))
-print(json.dumps([sys.version.split()[0], hashlib.sha256(serialize(tree).encode()).hexdigest()[:16]]))
+from harness.results.fingerprint import normalized_c, normalized_tree, normalized_yaml, serialize
+sha = lambda text: hashlib.sha256(text.encode()).hexdigest()[:16]
+read = lambda suffix: Path(sys.argv[2]).with_suffix(suffix).read_text(encoding="utf-8")
+try:
+    import yaml
+    written_yaml = sha(normalized_yaml(read(".yaml")))
+except ImportError:  # PyYAML, a dependency of the harness, is not in a bare interpreter
+    written_yaml = None
+print(json.dumps([sys.version.split()[0], sha(serialize(normalized_tree(Path(sys.argv[2])))), sha(normalized_c(read(".cpp"))), written_yaml]))
 """
 
 
 def test_every_python_on_this_machine_writes_the_golden_fingerprint():
-    """The rule is the standard library alone, so each interpreter runs it from this checkout bare."""
+    """The rules for Python and C++ are the standard library alone, so each interpreter runs them from
+    this checkout bare; the YAML rule is PyYAML's parse, checked where the interpreter has PyYAML."""
+    yaml_checked = 0
     for exe in _interpreters():
         out = subprocess.run([exe, "-c", GOLDEN_SCRIPT, str(REPO), str(GOLDEN)], capture_output=True, text=True, check=True)
-        version, written = json.loads(out.stdout)
-        assert written == GOLDEN_HASH, f"Python {version} ({exe})"
+        version, written, written_cpp, written_yaml = json.loads(out.stdout)
+        assert (written, written_cpp) == (GOLDEN_HASH, GOLDEN_CPP_HASH), f"Python {version} ({exe})"
+        assert written_yaml in (None, GOLDEN_YAML_HASH), f"Python {version} ({exe})"
+        yaml_checked += written_yaml is not None
+    assert yaml_checked  # at least this interpreter, which runs the harness
 
 
 def test_ast_dump_itself_differs_so_the_rule_cannot_be_it():
@@ -71,6 +86,27 @@ def test_ast_dump_itself_differs_so_the_rule_cannot_be_it():
     )
     new_in_unicode_15 = "x = '\U0001fa75'"  # repr escapes it on 3.11, not on 3.12: the rule writes ascii
     assert _text(new_in_unicode_15) == "Module(body=[Assign(targets=[Name(ctx=Store(),id='x')],value=Constant(value='\\U0001fa75'))])"
+
+
+@pytest.mark.parametrize("written, rewritten", [
+    ("int f() {\n  return 1;\n}", "int f() {\n        return 1;  // one\n\n}\n"),
+    ("a = b /* note */ + c;", "a = b + c;"),
+    ("#define N 4\nint x[N];", "// sizes\n#define N 4   /* four */\n\nint x[N];\n"),
+])
+def test_how_cpp_is_written_does_not_count(written, rewritten):
+    assert fingerprint.normalized_c(written) == fingerprint.normalized_c(rewritten)
+
+
+@pytest.mark.parametrize("code, changed", [
+    ("int f() { return 1; }", "int f() { return 2; }"),
+    ("int f() { return 1; }", "int f() { int unused = 0; return 1; }"),
+    ('const char* s = "a  b";', 'const char* s = "a b";'),
+    ('const char* s = "// x";', 'const char* s = "";'),
+    ("#define N 4\nint x[N];", "#define N 4 int x[N];"),
+    ("i + ++j;", "i++ + j;"),
+])
+def test_every_change_of_cpp_counts(code, changed):
+    assert fingerprint.normalized_c(code) != fingerprint.normalized_c(changed)
 
 
 @pytest.mark.parametrize("written, rewritten", [

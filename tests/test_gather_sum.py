@@ -108,8 +108,9 @@ def torch_threads():
     torch.set_num_threads(before)
 
 
-# m * V >= 2^20 gathered scores per hidden state: large enough that the kernel shares the work out
-POOLED = {"vocab": 50000, "dim": 96, "m": 24}
+# m * V >= 2^20 gathered scores per hidden state: large enough that the kernel shares the work out;
+# at k = 1024 a lone state's segment scores (m * k * D/m >= 2^18 multiply-adds) are shared out too
+POOLED = {"vocab": 50000, "dim": 384, "m": 24}
 
 
 @pytest.mark.parametrize("threads", [1, 2, 5])
@@ -118,7 +119,7 @@ def test_pooled_kernel_equals_reference_at_any_thread_count(torch_threads, threa
     """More threads than cores (5 on 2) still sums every block exactly once."""
     torch_threads(threads)
     head = _head(k=k, **POOLED)
-    assert POOLED["m"] * POOLED["vocab"] >= 2**20
+    assert POOLED["m"] * POOLED["vocab"] >= 2**20 and (k * POOLED["dim"] >= 2**18) == (k == 1024)
     fast, reference = _paths(head, torch.randn(n, POOLED["dim"]))
     torch.testing.assert_close(fast, reference, **TOL)
 

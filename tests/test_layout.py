@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # what a newcomer looks for, and where it is (the README's layout section says the same)
 CONTRACTS = ("harness.adapter", "harness.suite", "harness.config", "harness.errors", "harness.budgets",
-             "harness.registry", "harness.rebuild", "harness.pages")
+             "harness.registry", "harness.rebuild", "harness.pages", "harness.devices", "harness.sidefiles")
 ABOVE_CONTRACTS = ("harness.runner", "harness.cli", "harness.sweep", "harness.integrations", "harness.leaderboard",
                    "harness.benchmarks", "harness.adapters", "harness.suites")
 

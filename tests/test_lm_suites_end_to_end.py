@@ -48,6 +48,7 @@ def test_bpb_base_and_asg_with_inverted_pct_base_and_decode_efficiency(tmp_path)
     assert (prefill.batch, prefill.seq_len, decode.batch, decode.seq_len) == (1, 16, 1, 1)  # smoke shape
     assert decode.throughput == pytest.approx(1000 / decode.p50_ms) and decode.peak_mem_mb > 0
     assert asg.details["wikitext2"]["documents"] == asg.details["c4"]["documents"] == 3
+    assert set(asg.details["kernel_paths"]["lm_head"]) == {"fused C++ kernel"} and base.details["kernel_paths"] == {}  # the path scored
     assert asg.details["c4"]["c4_sample.jsonl"]["scored"] == "documents 800-999" and "unk" in asg.details["wikitext2"]
     assert [s.metric for s in base.scores] == ["bits_per_byte"] * 2  # KL needs the unchanged model: method runs only
     kl = {s.task: s for s in asg.scores if s.metric == "kl_from_base"}

@@ -1,4 +1,4 @@
-"""The committed store's reference matrix (issue 45.1): the packaged matrix holds what the store must
+"""The committed store's reference matrix: the packaged matrix holds what the store must
 answer, and ``harness list matrix`` tells each entry current, stale or missing against a store, so
 ``make reference`` runs only what is to do (``--todo``)."""
 

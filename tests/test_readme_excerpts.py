@@ -1,4 +1,4 @@
-"""Every excerpt of a command's output in the README is what that command prints today (issue 45.4): a
+"""Every excerpt of a command's output in the README is what that command prints today: a
 fenced block whose info string is ``text harness ...`` holds lines of what ``harness ...`` prints on the
 committed results.duckdb (its claims table: tests/test_committed_results.py). The main job's command,
 ``harness run``, is only read here, never run: its runs must be current in the committed store (else

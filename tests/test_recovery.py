@@ -1,4 +1,4 @@
-"""Recovery training as a run option (issue 32): ``--recover STEPS`` is planned, refused with the
+"""Recovery training as a run option: ``--recover STEPS`` is planned, refused with the
 adapter's reason where it cannot apply, part of the run's identity and of the fit-cache key (the
 baseline stays the post-hoc run's), swept by ``--grid recover=...``, and run end to end: progress
 lines while it trains, what it did in the fit details, and the recovered fit reused from the cache

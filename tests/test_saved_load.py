@@ -1,4 +1,4 @@
-"""Loading a saved compressed model (issue 31.3): the skeleton's parameters stay on the meta device, so
+"""Loading a saved compressed model: the skeleton's parameters stay on the meta device, so
 the V x D table the adapter replaced is never allocated; the loaded tensors are the file's own
 mapping, not copies; a tied head stays tied. And the memory benchmark's fresh-process measurement
 reads what it says (page cache emptied, bytes read counted) on the real MiniLM."""

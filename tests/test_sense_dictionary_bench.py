@@ -1,5 +1,5 @@
-"""The sense-dictionary size benchmark (issue 14: the dictionary's size scales linearly with the cap;
-issue 33: MCL's senses per token beside paper 004 Table 6), run end to end on real MiniLM and
+"""The sense-dictionary size benchmark (the dictionary's size scales linearly with the cap;
+MCL's senses per token beside paper 004 Table 6), run end to end on real MiniLM and
 WikiText-2 train at a tiny size."""
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def test_a_store_of_an_older_schema_is_refused_by_readers_and_writers_and_left_a
     reads = (lambda: store.load("a"), lambda: store.items("a"), store.stale_run_ids, lambda: queries.runs(store),
              lambda: store.find_finished(_record("a").spec))
     writes = (lambda: store.start(_record("b")), lambda: store.save(_finished(_record("c"))) or store.ingest(),
-              store.upgrade, lambda: store.replace_paper_results([]))
+              store.check_writable, lambda: store.replace_paper_results([]))
     for attempt in (*reads, *writes):
         with pytest.raises(StoreError, match=OLDER):
             attempt()

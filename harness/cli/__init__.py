@@ -7,9 +7,11 @@ import os
 import typer
 
 from harness.cli import bench, export, leaderboard, listing, matrix, reference, results, run, sweep
+from harness.cli.group import HarnessGroup
 
 app = typer.Typer(
     name="harness",
+    cls=HarnessGroup,
     help="Benchmark compressed and compositional token embeddings against the unchanged model.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,

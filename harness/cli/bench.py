@@ -1,4 +1,4 @@
-"""``harness bench`` (also ``python -m benchmarks``): every performance benchmark of issue 20 in one process."""
+"""``harness bench`` (also ``python -m benchmarks``): every performance benchmark in one process."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from harness import devices
 from harness.cli.common import err_console, user_errors
+from harness.sidefiles import check_output
 
 SectionsOption = Annotated[str, typer.Option("--only", help="Comma-separated sections: heads, decode, memory, fit, after-fit.")]
 
@@ -15,7 +17,7 @@ SectionsOption = Annotated[str, typer.Option("--only", help="Comma-separated sec
 def bench(
     json_path: Annotated[Optional[Path], typer.Option("--json", help="Also write the rows and the environment as JSON here.")] = None,
     only: SectionsOption = "heads,decode,memory,fit,after-fit",
-    device: Annotated[str, typer.Option(help="cpu or cuda (absolute figures: CUDA events, max memory allocated).")] = "cpu",
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N (CUDA events; peak memory with only the measured head resident).")] = "cpu",
     rounds: Annotated[int, typer.Option(help="Alternating base/method rounds per comparison; medians over them.")] = 5,
     random_weights: Annotated[bool, typer.Option("--random", help="Random weights at the real shapes (no model packages, no faiss).")] = False,
     smoke: Annotated[bool, typer.Option(help="Tiny shapes and MiniLM, one round: checks that everything runs.")] = False,
@@ -23,12 +25,14 @@ def bench(
     llama_layers: Annotated[int, typer.Option(help="Decoder layers of the Llama-3-sized random model.")] = 2,
     threads: Annotated[int, typer.Option(help="torch threads (0 = torch's default).")] = 0,
 ) -> None:
-    """Output heads, greedy decoding, resident memory, fit time and latency after a fit, as a markdown table."""
+    """Output heads (each cold and hot), greedy decoding, resident memory, fit time and latency after a fit, as a markdown table."""
     with user_errors():
         from harness.benchmarks.run import BenchOptions, run_benchmarks
 
+        if json_path is not None:
+            check_output(json_path, "--json", folder=False)
         opts = BenchOptions(
-            sections=tuple(s.strip() for s in only.split(",") if s.strip()), device=device, rounds=rounds,
+            sections=tuple(s.strip() for s in only.split(",") if s.strip()), device=devices.resolve(device), rounds=rounds,
             random_weights=random_weights, smoke=smoke, niter=niter, llama_layers=llama_layers, threads=threads,
         )
         report = run_benchmarks(opts, say=lambda line: err_console.print(line, style="dim"))

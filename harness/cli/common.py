@@ -18,7 +18,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from harness.errors import EmptyStoreError, HarnessError
+from harness.errors import EmptyStoreError, HarnessError, printable
 from harness.leaderboard.frames import config_label
 from harness.results.summary import resolved_config
 
@@ -38,6 +38,21 @@ def fitted_settings(config: dict, fit_details: dict | None, recipe: dict) -> str
     return config_label(resolved) + (f" ({'; '.join(rules)})" if rules else "")
 
 
+def quiet_transformers() -> None:
+    """transformers' own notices and progress bars (``Loading weights: 37%|...``) off for a command
+    that loads models: they would interleave with its progress lines and its error line."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def error_line(message: str) -> None:
+    """``error: MESSAGE`` on stderr, one visible line: the names a message echoes pass through
+    :func:`~harness.errors.printable`."""
+    typer.echo(f"error: {printable(message)}", err=True)
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn a HarnessError into one line on stderr and exit code 2 (no traceback); Ctrl-C into one
@@ -45,7 +60,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except HarnessError as err:
-        typer.echo(f"error: {err}", err=True)
+        error_line(str(err))
         raise typer.Exit(code=2) from None
     except KeyboardInterrupt:
         typer.echo("error: interrupted; the run in progress is recorded as failed, run the same command again to resume", err=True)

@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.common import DbOption, RichProgress, user_errors
-from harness.errors import ConfigError
+from harness.cli.common import DbOption, RichProgress, quiet_transformers, user_errors
+from harness.errors import ConfigError, printable
 
 cache_app = typer.Typer(help="The fit cache: fitted adapters reused by every suite and rerun with the same key.", no_args_is_help=True)
 
@@ -22,9 +22,10 @@ def export(
     from harness.runner.export import export as run_export
     from harness.results.store import Store
 
+    quiet_transformers()
     with user_errors(), RichProgress() as progress:
         folder = run_export(run_id, out, Store(db), progress)
-    typer.echo(f"exported {run_id} to {folder}")
+    typer.echo(f"exported {run_id} to {printable(str(folder))}")
 
 
 def _cache():
@@ -42,7 +43,7 @@ def cache_list() -> None:
     with user_errors():
         cache = _cache()
         entries = cache.entries()
-    typer.echo(f"{len(entries)} cached fits in {cache.folder}")
+    typer.echo(f"{len(entries)} cached fits in {printable(str(cache.folder))}")
     for e in entries:
         settings = " ".join(f"{k}={v}" for k, v in e.key["adapter_config"].items())
         typer.echo(f"{e.digest}  {e.key['model']}  {e.key['adapter']} {settings}  seed={e.key['seed']}  "
@@ -57,4 +58,4 @@ def cache_clear(digest: Annotated[Optional[list[str]], typer.Argument(help="Entr
         removed = cache.clear(digest or None)
     for name in removed:
         typer.echo(f"removed {name}")
-    typer.echo(f"removed {len(removed)} cached fits from {cache.folder}")
+    typer.echo(f"removed {len(removed)} cached fits from {printable(str(cache.folder))}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,6 +16,7 @@ from harness.leaderboard.frames import config_label
 from harness.registry import ADAPTERS, SUITES
 from harness.results import queries
 from harness.results.fingerprint import code_fingerprint, is_stale
+from harness.results.records import Provenance
 from harness.results.store import Store
 from harness.results.summary import with_resolved_config
 from harness.sources import models
@@ -114,7 +116,8 @@ def show(
 ) -> None:
     """Everything stored about one run: config, provenance, scores, compression, efficiency."""
     with user_errors():
-        record = Store(db).load(run_id)
+        store = Store(db)
+        record = store.load(run_id)
     if as_json:
         typer.echo(record.to_json())
         return
@@ -126,6 +129,7 @@ def show(
     console.print(f"{record.status}  started {record.started_at}  finished {record.finished_at}  wall {record.wall_s}s")
     console.print(f"settings (as fitted): {fitted_settings(record.spec.adapter_config, record.fit and record.fit.details, record.spec.recipe)}",
                   highlight=False, markup=False)
+    console.print(code_origin(record.provenance, store.journal.patch_path(run_id)), highlight=False, markup=False, soft_wrap=True)
     if is_stale(record.spec.adapter, record.spec.suite, record.spec.code):
         console.print(
             f"[yellow]stale:[/yellow] made by other code (fingerprint {record.spec.code or 'none'}, installed "
@@ -150,6 +154,18 @@ def show(
     console.print(table)
     for e in record.efficiency:
         console.print(f"{e.phase}: batch {e.batch} x {e.seq_len}: p50 {e.p50_ms:.1f} ms, p95 {e.p95_ms:.1f} ms, {e.throughput:,.0f} tokens/s, peak {e.peak_mem_mb:.0f} MB")
+
+
+def code_origin(provenance: Provenance, patch: Path) -> str:
+    """Where the code that made a run can be recovered: its commit, and the patch of the uncommitted
+    changes it was made with (``git apply`` it on a checkout of the commit)."""
+    if provenance.commit == "unknown":
+        return "code: made outside a git checkout (commit unknown): it cannot be recovered"
+    if not provenance.dirty:
+        return f"code: commit {provenance.commit}"
+    if patch.is_file():
+        return f"code: commit {provenance.commit} with uncommitted changes: patch {patch} (sha256 {provenance.patch_sha256 or 'not recorded'})"
+    return f"code: commit {provenance.commit} with uncommitted changes whose patch is not at {patch}: they cannot be recovered"
 
 
 def _number(v: float | None, digits: int) -> str:

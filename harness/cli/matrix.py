@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import pandas as pd
 import typer
 
-from harness.cli.common import DbOption, user_errors
+from harness.cli.common import DbOption, quiet_transformers, user_errors
+from harness.errors import printable
 from harness.results.store import Store
 
 
@@ -22,25 +23,23 @@ def list_matrix(
     """The reference matrix against a store: each entry (and each baseline the entries share) current,
     stale (made by other code, data or budget) or missing, the run behind it and the minutes that run
     took; then the hours the whole matrix takes and what is still to do, by the stored runs' wall time."""
-    from transformers.utils import logging as hf_logging
-
     from harness.runner import matrix  # plans runs: torch and transformers, which the other listings never import
 
-    hf_logging.set_verbosity_error()
+    quiet_transformers()
     with user_errors():
         entries = matrix.read(file or matrix.MATRIX)
         store = Store(db)
         frame = matrix.status(entries, store, profile)
     if todo:
         for line in frame.entry[frame.todo & frame.section.ne(matrix.BASELINES)]:
-            typer.echo(line)
+            typer.echo(printable(line))
         return
-    typer.echo(f"reference matrix {file or matrix.MATRIX} against {store.path} ({profile} profile, seed {matrix.SEED})")
+    typer.echo(printable(f"reference matrix {file or matrix.MATRIX} against {store.path} ({profile} profile, seed {matrix.SEED})"))
     for section, part in frame.groupby("section", sort=False):
-        typer.echo(f"\n## {section or '(no section)'}")
+        typer.echo(f"\n## {printable(section) or '(no section)'}")
         for r in part.itertuples(index=False):
             state = r.status + (", baseline not current" if r.todo and r.status == matrix.CURRENT else "")
             minutes = "?" if pd.isna(r.minutes) else f"{r.estimate if r.estimate == '~' else ''}{r.minutes:.0f}"
             note = f"  # {r.note}" if r.note else ""
-            typer.echo(f"  {state:<30} {minutes:>5} min  {r.run_id if isinstance(r.run_id, str) else '-':<36} {r.entry}{note}")
+            typer.echo(printable(f"  {state:<30} {minutes:>5} min  {r.run_id if isinstance(r.run_id, str) else '-':<36} {r.entry}{note}"))
     typer.echo("\n" + matrix.summary_line(frame))

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from harness.cli.common import DbOption, console, user_errors
+from harness.errors import printable
 from harness.results.reference import read_paper_results
 from harness.results.store import Store
 
@@ -25,4 +26,4 @@ def load(
         store = Store(db)
         store.replace_paper_results(rows)
     placed = sum(r.has_pareto_coordinates for r in rows)
-    console.print(f"{len(rows)} paper rows in {store.path}; {placed} have %Base and an embedding fraction (Pareto plot)")
+    console.print(f"{len(rows)} paper rows in {printable(str(store.path))}; {placed} have %Base and an embedding fraction (Pareto plot)", markup=False)

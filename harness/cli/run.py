@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, user_errors
-from harness.errors import ConfigError
-from harness.measure.metrics import mean_sd
+from harness.cli.common import DbOption, RichProgress, console, err_console, fitted_settings, quiet_transformers, user_errors
+from harness.errors import ConfigError, printable
 from harness.results.records import BASE_PHASE, RunRecord
 from harness.results.store import Store
+
+if TYPE_CHECKING:
+    from harness.runner.plan import RunRequest
 
 
 def run(
@@ -32,21 +34,26 @@ def run(
     pretrain: Annotated[Optional[int], typer.Option("--pretrain", help="Masked-LM steps of a small encoder built from scratch with the method's table, before the suite (paper 001's regime, small scale; the baseline is the full table pretrained alike); 0: not pretrained (the control). Default: off.")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="Precision the model loads in: float32 (default), bfloat16 or float16; part of the run's identity.")] = "float32",
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help="Run code shipped with the model (its config's auto_map); off by default, recorded with the run.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the whole request and print what would run: each run reused from the store or made; loads no model weights, trains and stores nothing.")] = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
-    from transformers.utils import logging as hf_logging
-
     from harness.runner.run import RunRequest, execute
 
-    hf_logging.set_verbosity_error()  # transformers' own progress bars and notices would interleave with ours
-    hf_logging.disable_progress_bar()
+    quiet_transformers()
     store = Store(db)
     runs = []
     with user_errors(), RichProgress() as progress:
-        for s in parse_seeds(seeds) if seeds is not None else (seed,):
-            request = RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora,
-                                 pretrain, dtype, trust_remote_code)
-            runs.append(execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False)))
+        requests = [RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora,
+                               pretrain, dtype, trust_remote_code)
+                    for s in (parse_seeds(seeds) if seeds is not None else (seed,))]
+        if dry_run:
+            lines = [line for request in requests for line in would_run(request, store)]
+        else:
+            runs = [execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False)) for request in requests]
+    if dry_run:
+        for line in lines:
+            typer.echo(printable(line))
+        return
     for outcomes in runs:
         console.print(_scores_table(outcomes))
     console.print(_compression_table(runs[0]))
@@ -55,10 +62,27 @@ def run(
         console.print(_seeds_table(runs))
     for o in (o for outcomes in runs for o in outcomes):
         if not o.stored:
-            err_console.print(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run")
-    console.print(f"results in {store.path}")
+            err_console.print(printable(f"note: {store.path} was busy; run {o.record.run_id} is kept in {store.records_dir} and will be ingested by the next run"), markup=False)
+    console.print(f"results in {printable(str(store.path))}", markup=False)
     for line in chance_warnings([outcomes[-1].record for outcomes in runs]):
         err_console.print(line, highlight=False, markup=False)
+
+
+def would_run(request: RunRequest, store: Store) -> list[str]:
+    """What ``harness run`` would do for ``request``, read-only: the request planned (everything checked
+    that a run checks before its first model loads), then one line per run, baseline first, each
+    reused from the store (a finished run with its identity) or made."""
+    from harness.runner.plan import plan
+
+    p = plan(request)
+    lines = []
+    for spec in [p.spec.baseline(), *([p.spec] if p.spec.adapter != "none" else [])]:
+        what = f"{spec.adapter} on {spec.suite} ({spec.model}, {spec.profile}, seed {spec.seed}, config {spec.config_hash})"
+        done = None if p.force and spec == p.spec else store.find_finished(spec)
+        lines.append(f"reuse {what}: run {done.run_id}" if done else f"make  {what}" + (" (--force)" if p.force and spec == p.spec else ""))
+    if p.spec.recipe.get("recovery") and lines[-1].startswith("make"):
+        lines.append("  a recovery step is timed first: a recovery estimated above the cap for a run is refused (--force runs it)")
+    return lines
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -142,6 +166,8 @@ def _pct_base(value: float | None, c) -> str:
 
 def _seeds_table(runs) -> Table:
     """Mean ± sd over seeds of the method's score, %Base and chance-adjusted %Base."""
+    from harness.measure.metrics import mean_sd  # scipy: seconds of every command's start, for this table only
+
     records = [outcomes[-1].record for outcomes in runs]
     table = Table(title=f"over seeds {', '.join(str(r.spec.seed) for r in records)}: mean ± sd")
     for title in ("task / language", "metric", "score", "%Base", "chance-adj. %Base"):

@@ -6,8 +6,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from harness.cli.common import DbOption, RichProgress, err_console, user_errors
-from harness.errors import ConfigError
+from harness.cli.common import DbOption, RichProgress, err_console, error_line, quiet_transformers, user_errors
+from harness.errors import ConfigError, printable
 from harness.results.store import Store
 
 
@@ -28,11 +28,13 @@ def sweep(
     address: Annotated[Optional[str], typer.Option(help="ray: a cluster address ('auto' for the running one); default: a local Ray instance.")] = None,
     cpus: Annotated[int, typer.Option(help="ray: CPUs per point.")] = 1,
     status: Annotated[bool, typer.Option("--status", help="Print the sweep's progress from the database and records, run nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check every point and print what would run: each point reused from the store or made; runs nothing.")] = False,
 ) -> None:
     """Run every point of a grid (baselines once each), skipping points already stored; a bad point stops it before any runs."""
     from harness.sweep import grid as grids
     from harness.sweep.points import InvalidPoints, plan_points
 
+    quiet_transformers()
     with user_errors():
         if file is not None and (adapter or grid or suite):
             raise ConfigError("give a sweep FILE or --adapter/--grid/--suite, not both")
@@ -49,17 +51,17 @@ def sweep(
             points = plan_points(spec)
         except InvalidPoints as err:
             for line in err.problems:
-                typer.echo(f"error: {line}", err=True)
+                error_line(line)
             raise typer.Exit(code=2) from None
         store = Store(db)
-        if status:
-            _print_status(points, store)
+        if status or dry_run:
+            _print_status(points, store, dry_run)
             return
         progress = _run(points, store, backend, jobs, address, cpus, device)
     if progress.failed:
         err_console.print(f"{len(progress.failed)} point(s) failed; fix them and run the same sweep again to resume")
         raise typer.Exit(code=1)
-    typer.echo(f"results in {store.path}")
+    typer.echo(f"results in {printable(str(store.path))}")
 
 
 def _run(points, store: Store, backend: str, jobs: int, address: str | None, cpus: int, device: str):
@@ -76,8 +78,12 @@ def _run(points, store: Store, backend: str, jobs: int, address: str | None, cpu
         return run_sweep(points, store, runner, lambda line: err_console.print(line, highlight=False, soft_wrap=True))
 
 
-def _print_status(points, store: Store) -> None:
+def _print_status(points, store: Store, dry_run: bool) -> None:
+    """The sweep's progress (``--status``), or what a run of it would do (``--dry-run``): each point
+    reused (a finished run stored) or made."""
     from harness.sweep.status import report, states
 
-    for line in report(states(points, store)):
-        typer.echo(line)
+    rows = states(points, store)
+    lines = [f"reuse {r.point.label}: run {r.run_id}" if r.state == "finished" else f"make  {r.point.label}" for r in rows] if dry_run else report(rows)
+    for line in lines:
+        typer.echo(printable(line))

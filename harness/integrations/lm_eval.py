@@ -51,9 +51,9 @@ class CompressedLM(HFLM):
         from harness import load_compressed
         from harness.config import config_fields
         from harness.registry import ADAPTERS
-        from harness.runner.plan import resolve_device
+        from harness import devices
 
-        device = resolve_device(device)
+        device = devices.resolve(device)
         if isinstance(pretrained, nn.Module):
             model = pretrained
         elif pretrained is not None:

@@ -8,8 +8,9 @@ The torch reference (:meth:`harness.adapters.asg.ConceptEmbedding.forward` in tr
 tests check this against bit for bit: it only copies) takes four launches: the map's gather, its
 widening, the offset add and ``F.embedding``. Here one program copies a (``BLOCK_T`` tokens,
 ``BLOCK_C`` columns) tile, reading each token's ConceptIDs from the (V, m) map as held on the
-device (:mod:`harness.methods.index_maps`). Ids outside [0, V) fail ``tl.device_assert`` under
-``TRITON_DEBUG=1``; otherwise their rows read as zeros.
+device (:mod:`harness.methods.index_maps`). Ids are read as torch's indexing reads them: an id in
+[-V, 0) counts from the end. Ids outside [-V, V) never reach the kernel: the caller checks them first
+(:func:`harness.methods.index_maps.check_ids`) and raises torch's ``IndexError``, as the CPU does.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def _lookup_kernel(ids_ptr, map_ptr, books_ptr, out_ptr, T, V, M, D, d, step,
     t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     ids = tl.load(ids_ptr + t, mask=t < T, other=0).to(tl.int64)
-    tl.device_assert((ids >= 0) & (ids < V), "token id outside the vocabulary")
-    ok = ((t < T) & (ids >= 0) & (ids < V))[:, None] & (c < D)[None, :]
+    ids = tl.where(ids < 0, ids + V, ids)  # torch's indexing: -1 is the last row
+    ok = ((t < T) & (ids >= 0) & (ids < V))[:, None] & (c < D)[None, :]  # the caller checked the ids: a mask, not a test
     segment = c // d  # (BLOCK_C,) codebook of each column
     concept = tl.load(map_ptr + ids[:, None] * M + segment[None, :], mask=ok, other=0).to(tl.int64)
     row = concept + (segment * step)[None, :]

@@ -192,9 +192,12 @@ static void run(const float* S, int64_t ld, const code_t* codes, float* out, int
 }
 
 // Segment scores of one hidden state h (m*d): S[i*k + j] = h_i . C_i[j], C_i = books + i*k*d (or the
-// one shared codebook). Serial: ~m*k*d multiply-adds (0.6 M for SmolLM2), less than a thread wake-up.
-static void one_state_scores(const float* h, const float* books, bool shared, float* S, int64_t m, int64_t k, int64_t d) {
-  for (int64_t i = 0; i < m; ++i) {
+// one shared codebook); ~m*k*d multiply-adds (0.6 M for SmolLM2, 0.14 ms on one Zen 3 core), one block
+// per segment shared out like the gather-sum where there are enough of them to pay for a wake-up.
+static void one_state_scores(const float* h, const float* books, bool shared, float* S, int64_t m, int64_t k, int64_t d,
+                             int threads) {
+  if (m * k * d < (1 << 18)) threads = 1;
+  pool::parallel_for(m, threads, [&](int64_t i) {
     const float* hi = h + i * d;
     const float* Ci = books + (shared ? 0 : i * k * d);
     float* Si = S + i * k;
@@ -215,7 +218,7 @@ static void one_state_scores(const float* h, const float* books, bool shared, fl
       for (int64_t e = 0; e < d; ++e) a += Ci[j * d + e] * hi[e];
       Si[j] = a;
     }
-  }
+  });
 }
 
 // Segment scores of N hidden states h (N, m*d) into S (m*k, ld), ld a multiple of 8 and N <= ld:
@@ -355,7 +358,7 @@ int logits(const float* h, const float* books, int shared, float* S, float* ht, 
            float* out, int64_t N, int64_t m, int64_t k, int64_t d, int64_t V, int threads) {
   const int64_t ld = N == 1 ? 1 : (N + 7) / 8 * 8;
   if (N == 1)
-    one_state_scores(h, books, shared != 0, S, m, k, d);
+    one_state_scores(h, books, shared != 0, S, m, k, d, threads);
   else
     many_state_scores(h, books, shared != 0, S, ht, N, ld, m, k, d, threads);
   return gather_sum(S, ld, codes, code_bytes, out, N, m, k, V, threads);

@@ -34,6 +34,22 @@ def held_dtype(stored: torch.dtype, device: torch.device | str) -> torch.dtype:
     return torch.int32 if stored == torch.uint16 else torch.int64
 
 
+def check_ids(ids: torch.Tensor, rows: int) -> None:
+    """Raise the ``IndexError`` torch's CPU indexing raises (``index 600 is out of bounds for
+    dimension 0 with size 512``, naming the first offending id) when an id in ``ids`` lies outside
+    [-rows, rows). On CUDA torch's own indexing fails with a device-side assert instead, which ends
+    the CUDA context, and a Triton kernel reads no error at all; CUDA lookups therefore check here:
+    one reduction and one synchronizing read of its two numbers per call."""
+    if ids.numel() == 0:
+        return
+    low, high = torch.stack(torch.aminmax(ids)).cpu().tolist()  # the one read from the device
+    if low >= -rows and high < rows:
+        return
+    flat = ids.reshape(-1)
+    bad = int(flat[(flat < -rows) | (flat >= rows)][0])
+    raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {rows}")
+
+
 class IndexMaps(nn.Module):
     """A module holding index maps as buffers, each held per device by :func:`held_dtype` (see the
     module docstring). ``index_maps`` lists (buffer name, stored dtype): a plain attribute, so a

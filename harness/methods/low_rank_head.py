@@ -1,4 +1,4 @@
-"""The low-rank head's product on the fused heads' thread pool (issue 34, item 4).
+"""The low-rank head's product on the fused heads' thread pool.
 
 logits = (h B^T) A^T (+ bias) for a few hidden states (a decoding step, a short batch) is a small
 matrix product: under torch's OpenMP pool its end barrier waits a whole scheduler slice for a thread

@@ -1,4 +1,4 @@
-"""Pretraining with the method (issue 44): paper 001's regime at small scale, a run option.
+"""Pretraining with the method: paper 001's regime at small scale, a run option.
 
 Paper 001 (Section 4, Appendix A.1) pretrains RoBERTa-medium from scratch with its k-sub-embeddings
 (250k masked-language-modelling steps) and then fine-tunes; swapped into a pretrained model instead,

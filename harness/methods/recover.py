@@ -1,4 +1,4 @@
-"""Recovery training (issue 32): heal a replaced table against the unchanged model before it is judged.
+"""Recovery training: heal a replaced table against the unchanged model before it is judged.
 
 A table-replacing method (ASG, SG, k-sub, low-rank, quantization) is otherwise judged post hoc, or
 only through the suite's own short fine-tuning; the papers train with their tables (paper 001

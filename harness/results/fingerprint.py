@@ -1,8 +1,9 @@
-"""The code fingerprint of a run: a hash of the normalized source of the modules that decide its scores.
+"""The code fingerprint of a run: a hash of the normalized source of the files that decide its scores.
 
 A run's identity (:class:`~harness.results.records.RunSpec`) holds the fingerprint of the code
 that made it, so a stored run is reused only by the same code, and a run made by other code reads as
-stale (``harness results``, ``harness show``, the leaderboard). The modules counted:
+stale (``harness results``, ``harness show``, the leaderboard). The modules counted (and the files
+they declare, below):
 
 * the adapter's module and the suite's module (their entry points, ``harness.adapters`` /
   ``harness.suites``), and every module they import, transitively (lazy imports inside functions
@@ -19,6 +20,13 @@ formatting do not change the fingerprint, any change to the code does, and every
 computes the same one (``tests/test_fingerprint_portable.py`` pins it). Modules are
 located with :func:`importlib.util.find_spec` and never imported (parent packages are, and theirs
 are light), so the read side can tell stale from current without torch.
+
+A counted module that reads files shipped beside it which decide scores declares them next to the
+reading code in a module-level :data:`DECLARATION` (``SCORING_FILES = ("gather_sum.cpp",)``: glob
+patterns relative to the module's folder), and each declared file counts with the module, normalized
+by its kind (:data:`NORMALIZERS`): C and C++ sources without comments and with whitespace runs
+collapsed (:func:`normalized_c`), YAML as the data it parses to (:func:`normalized_yaml`: comments,
+quoting and layout do not count), anything else byte for byte.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
@@ -47,6 +57,10 @@ NOT_SCORING = (
 there leaves stored runs current. (A budget's values are part of the identity through the recipe.)"""
 
 GROUPS = {"adapter": "harness.adapters", "suite": "harness.suites"}
+
+DECLARATION = "SCORING_FILES"
+"""The module-level name under which a module declares the files beside it that decide scores (a
+tuple of glob patterns relative to the module's folder, a literal)."""
 
 
 def code_fingerprint(adapter: str, suite: str) -> str:
@@ -91,10 +105,25 @@ def modules(roots: tuple[str, ...], own_package: str = "harness") -> list[str]:
     return sorted(seen)
 
 
+def scoring_files(name: str) -> list[tuple[str, Path]]:
+    """The files module ``name`` declares (:data:`DECLARATION`) as (path relative to its folder, in
+    POSIX form; path), sorted; a pattern that matches no file is an error, as a typo would drop it."""
+    folder = _file(name).parent
+    found: dict[str, Path] = {}
+    for pattern in _parsed(name).declared:
+        matched = [p for p in folder.glob(pattern) if p.is_file()]
+        if not matched:
+            raise ValueError(f"{name}: {DECLARATION} pattern {pattern!r} matches no file in {folder}")
+        found.update((p.relative_to(folder).as_posix(), p) for p in matched)
+    return sorted(found.items())
+
+
 def _digest(roots: tuple[str, ...], own_package: str) -> str:
     h = hashlib.sha256()
     for name in modules(roots, own_package):
         h.update(name.encode() + b"\0" + _parsed(name).text.encode() + b"\0")
+        for relative, path in scoring_files(name):
+            h.update(f"{name}:{relative}".encode() + b"\0" + _data_text(path).encode() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -154,6 +183,7 @@ def _imports(name: str, own_package: str) -> list[str]:
 class _Parsed:
     text: str                                          # the normalized tree, as :func:`serialize` writes it
     imports: tuple[tuple[str, tuple[str, ...]], ...]   # (absolute module, names imported from it; () for ``import m``)
+    declared: tuple[str, ...] = ()                     # the module's :data:`DECLARATION` patterns
 
 
 def _parsed(name: str) -> _Parsed:
@@ -178,7 +208,22 @@ def _parse(name: str, path: Path, mtime_ns: int, size: int) -> _Parsed:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             imports.append((base, tuple(a.name for a in node.names)))
-    return _Parsed(serialize(tree), tuple(imports))
+    return _Parsed(serialize(tree), tuple(imports), _declared(name, tree))
+
+
+def _declared(name: str, tree: ast.Module) -> tuple[str, ...]:
+    """The patterns of the module's top-level ``SCORING_FILES = (...)`` (:data:`DECLARATION`), () without one."""
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(target, ast.Name) and target.id == DECLARATION:
+            try:
+                patterns = ast.literal_eval(node.value)
+            except ValueError:
+                patterns = None
+            if not isinstance(patterns, tuple) or not all(isinstance(p, str) for p in patterns):
+                raise ValueError(f"{name}: {DECLARATION} must be a literal tuple of glob patterns")
+            return patterns
+    return ()
 
 
 def normalized_tree(path: Path) -> ast.Module:
@@ -233,3 +278,74 @@ def serialize(node: ast.AST | list | object) -> str:
     if isinstance(node, list):
         return f"[{','.join(serialize(v) for v in node)}]"
     return ascii(node)
+
+
+def _data_text(path: Path) -> str:
+    stat = path.stat()
+    return _normalized_data(path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=None)
+def _normalized_data(path: Path, mtime_ns: int, size: int) -> str:
+    """A declared file as it counts (cached per file version), by its suffix (:data:`NORMALIZERS`)."""
+    normalize_kind = NORMALIZERS.get(path.suffix.lower())
+    if normalize_kind is None:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    return normalize_kind(path.read_text(encoding="utf-8"))
+
+
+_C_LEXEMES = re.compile(
+    r"(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<literal>\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')|(?P<space>\s+)", re.DOTALL
+)
+
+
+def normalized_c(text: str) -> str:
+    """C or C++ source without its comments (each reads as one space, as the compiler reads it) and
+    with every run of whitespace outside string and character literals made one space, or one line
+    break where it holds one (a preprocessor directive ends at its line); none at either end. A
+    comment edit, re-indentation or blank lines leave it unchanged; a new statement does not."""
+    pieces: list[str] = []
+    gap = ""
+    position = 0
+
+    def emit(code: str) -> None:
+        nonlocal gap
+        pieces.extend([gap, code] if pieces and gap else [code])
+        gap = ""
+
+    for match in _C_LEXEMES.finditer(text):
+        if match.start() > position:
+            emit(text[position:match.start()])
+        if match.lastgroup == "literal":
+            emit(match.group())
+        elif match.lastgroup == "space" and "\n" in match.group() or gap == "\n":
+            gap = "\n"
+        else:
+            gap = " "
+        position = match.end()
+    if position < len(text):
+        emit(text[position:])
+    return "".join(pieces)
+
+
+def normalized_yaml(text: str) -> str:
+    """YAML as the data it parses to, written as canonical JSON (keys sorted, ASCII): comments, quoting,
+    flow or block style and key order do not count. A tag the safe loader does not know (lm-eval's
+    ``!function module.name``) is kept as ``{"!tag": value}``."""
+    import yaml  # a dependency of the harness; imported here so the rule above stays the standard library
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def tagged(loader: yaml.SafeLoader, tag: str, node: yaml.Node) -> dict:
+        value = loader.construct_scalar(node) if isinstance(node, yaml.ScalarNode) else (
+            loader.construct_sequence(node) if isinstance(node, yaml.SequenceNode) else loader.construct_mapping(node))
+        return {f"!{tag}": value}
+
+    Loader.add_multi_constructor("!", tagged)
+    return json.dumps(yaml.load(text, Loader=Loader), sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
+
+
+NORMALIZERS = {".c": normalized_c, ".cc": normalized_c, ".cpp": normalized_c, ".h": normalized_c, ".hpp": normalized_c,
+               ".yaml": normalized_yaml, ".yml": normalized_yaml}
+"""Declared file suffix -> how it counts; other suffixes count byte for byte (their sha256)."""

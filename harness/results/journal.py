@@ -7,6 +7,8 @@ database could not take (busy, or the process died) waits here for the next writ
 
 A record counts as ingested when its ``.ingested`` marker names the exact file that was read (inode,
 size and mtime): a record rewritten after it was read (running, then finished) is pending again.
+A run made from a tree with uncommitted changes keeps their patch beside its record
+(``<run_id>.patch``, :meth:`Journal.patch_path`), which recovers its code on a checkout of its commit.
 """
 
 from __future__ import annotations
@@ -53,13 +55,23 @@ class Journal:
     def path(self, run_id: str) -> Path:
         return self.folder / f"{run_id}.json"
 
+    def patch_path(self, run_id: str) -> Path:
+        """The patch of the uncommitted changes a run was made from, beside its record."""
+        return self.folder / f"{run_id}.patch"
+
     def write(self, rec: RunRecord) -> Path:
         """Write ``rec`` atomically; an unwritable folder or a full disk is a StoreError naming the file."""
-        path = self.path(rec.run_id)
+        return self._write(self.path(rec.run_id), rec.to_json().encode())
+
+    def write_patch(self, run_id: str, patch: bytes) -> Path:
+        """Write the patch of a run made from a tree with uncommitted changes (:meth:`patch_path`)."""
+        return self._write(self.patch_path(run_id), patch)
+
+    def _write(self, path: Path, data: bytes) -> Path:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(rec.to_json())
+            tmp.write_bytes(data)
             os.replace(tmp, path)
         except OSError as err:
             tmp.unlink(missing_ok=True)

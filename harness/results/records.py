@@ -217,11 +217,16 @@ class RunSpec:
         return dataclasses.replace(self, adapter="none", adapter_config={}, adapter_budget={}, fit_data={}, recipe=recipe, code=code)
 
 
+DIRTY = "+dirty"
+"""In ``Provenance.git_sha``: the commit, then ``+dirty:<sha256 of the patch, 16 hex digits>`` for a tree
+with uncommitted changes (the patch lies beside the run's record: ``Journal.patch_path``)."""
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where a result comes from, in typed fields."""
 
-    git_sha: str
+    git_sha: str                    # the commit ("unknown" outside a git checkout), ``+dirty:<digest>`` with changes
     adapter_package: str
     adapter_version: str
     host: str
@@ -229,6 +234,21 @@ class Provenance:
     hardware: dict[str, Any]
     versions: dict[str, str]
     data_files: dict[str, str] = field(default_factory=dict)  # file -> sha256 prefix (or hub id -> "hub")
+
+    @property
+    def commit(self) -> str:
+        """The commit the run was made from; "unknown" when it was made outside a git checkout."""
+        return self.git_sha.partition(DIRTY)[0]
+
+    @property
+    def dirty(self) -> bool:
+        """True when the tree had uncommitted changes (their patch: ``Journal.patch_path(run_id)``)."""
+        return DIRTY in self.git_sha
+
+    @property
+    def patch_sha256(self) -> str:
+        """The patch's sha256 (16 hex digits) as recorded; "" for a clean tree."""
+        return self.git_sha.partition(DIRTY)[2].removeprefix(":")
 
 
 @dataclass

@@ -51,9 +51,9 @@ paper       tables                                  regime (from the paper's tex
 
 A paper's baseline and comparator rows take their table's regime (the reference of that experiment).
 A run's regime is read from what it stored (:func:`run_regime`): its recipe's ``pretraining``
-(``--pretrain``, issue 44: a small encoder pretrained from scratch with the method's table, "pretrained
+(``--pretrain``: a small encoder pretrained from scratch with the method's table, "pretrained
 with the method (small scale)", or with 0 steps the control "not pretrained (from scratch)"), its
-``recovery`` steps (issue 32) or Vocab Diet's own distillation (``distill`` stage1 / stage2, the
+``recovery`` steps or Vocab Diet's own distillation (``distill`` stage1 / stage2, the
 paper's post-hoc training), and whether its suite fine-tunes (a recipe with training ``epochs``). A
 small-scale pretraining sits beside the paper's pretraining (:func:`scale_free`): the scale shows in
 the family, which for a pretrained run is its small encoder (:func:`run_family`). Families (:data:`FAMILIES`) name an architecture and size class, e.g. ``me5-small`` (12
@@ -62,8 +62,8 @@ layers, 384 wide, XLM-R's 250k vocabulary) is a small encoder with XLM-R's vocab
 
 from __future__ import annotations
 
-import csv
 import json
+import math
 import re
 from collections import defaultdict
 from collections.abc import Collection, Mapping
@@ -74,6 +74,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import DataError
+from harness.sidefiles import read_csv
 
 SUITE_NAMES = {"tydiqa": "qa", "mteb_classification": "mteb_clf", "word_similarity": "word_sim", "bytes_per_token": "tokenizer"}
 # metrics whose ratio to the baseline is a %Base; the others (counts, sizes, deltas) get none
@@ -175,15 +176,7 @@ def packaged_csv() -> Path:
 def read_paper_results(path: Path | None = None) -> list[PaperResult]:
     """Parse the CSV (default: the packaged copy) and fill %Base and the embedding fraction."""
     path = path or packaged_csv()
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
-            if missing:
-                raise DataError(f"{path} lacks columns {', '.join(missing)}; expected {', '.join(COLUMNS)}")
-            rows = [_parse(raw, path, line) for line, raw in enumerate(reader, start=2)]
-    except OSError as err:
-        raise DataError(f"cannot read {path}: {err.strerror}") from None
+    rows = [_parse(raw, path, line) for line, raw in read_csv(path, "paper-results CSV", COLUMNS)]
     return _derive_pct_base(_fill_emb_fraction(rows))
 
 
@@ -191,9 +184,12 @@ def _number(text: str, path: Path, line: int, column: str) -> float | None:
     if not text.strip():
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise DataError(f"{path}:{line}: {column}={text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise DataError(f"{path}:{line}: {column}={text!r} is not a finite number; a paper prints none such")
+    return value
 
 
 def _parse(raw: dict[str, str], path: Path, line: int) -> PaperResult:
@@ -270,14 +266,14 @@ def model_family(name: str | None) -> str:
 
 
 def recovery_of(recipe: Mapping | str | None) -> dict:
-    """A run's recovery training as its recipe stored it (``recipe["recovery"]``, issue 32); ``{}`` when it had none."""
+    """A run's recovery training as its recipe stored it (``recipe["recovery"]``); ``{}`` when it had none."""
     recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe if isinstance(recipe, Mapping) else {})  # NULL: NaN
     recovery = (recipe or {}).get("recovery") or {}
     return recovery if recovery.get("steps") else {}
 
 
 def pretraining_of(recipe: Mapping | str | None) -> dict:
-    """A run's pretraining as its recipe stored it (``recipe["pretraining"]``, ``--pretrain``, issue 44); ``{}`` when it had none."""
+    """A run's pretraining as its recipe stored it (``recipe["pretraining"]``, ``--pretrain``); ``{}`` when it had none."""
     recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe if isinstance(recipe, Mapping) else {})  # NULL: NaN
     return (recipe or {}).get("pretraining") or {}
 
@@ -290,7 +286,7 @@ def scale_free(regime: str) -> str:
 def run_regime(recipe: Mapping | str | None, adapter: str | None = None, config: Mapping | str | None = None) -> str:
     """A run's regime from what it stored: pretraining from scratch (the recipe's ``pretraining``:
     with steps, :data:`PRETRAINED_SMALL`; 0 steps, :data:`NOT_PRETRAINED`, + fine-tuned where the suite
-    fine-tunes), else recovery training (the recipe's ``recovery.steps`` > 0, issue 32, or an adapter's
+    fine-tunes), else recovery training (the recipe's ``recovery.steps`` > 0, or an adapter's
     own post-hoc training, :data:`OWN_RECOVERY`) and task fine-tuning (training ``epochs`` > 0 in the
     recipe, as the fine-tuning suites record), or neither."""
     recipe = json.loads(recipe) if isinstance(recipe, str) else (recipe or {})

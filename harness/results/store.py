@@ -131,7 +131,7 @@ class Store:
 
     def __init__(self, path: str | Path | None = None, retries: int = 20, wait_s: float = 0.25):
         self.path = default_path(path)
-        self.records_dir = self.path.with_name(self.path.stem + ".records")
+        self.records_dir = self.path.parent / (self.path.stem + ".records")  # with_name() refuses "/" before _connect can say it is a folder
         self.journal = Journal(self.records_dir)
         self.retries, self.wait_s = retries, wait_s
 

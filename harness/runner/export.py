@@ -29,6 +29,7 @@ from harness.runner.plan import Plan, RunRequest, plan
 from harness.registry import ADAPTERS, SUITES
 from harness.results.records import RunRecord, RunSpec
 from harness.results.store import Store
+from harness.sidefiles import check_output
 from harness.sources import corpora
 
 
@@ -101,18 +102,9 @@ def model_card(rec: RunRecord, applied, info: fitcache.FitInfo) -> str:
     return "\n".join(lines)
 
 
-def _check_out(out: Path) -> None:
-    """``out`` can become the export folder: it, or a folder above it, must not be a file (refused before any work)."""
-    out = Path(out)
-    for path in (out, *out.parents):
-        if path.exists() and not path.is_dir():
-            where = "is an existing file" if path == out else f"lies under {path}, which is a file"
-            raise ConfigError(f"--out {out} {where}; pass a folder to write the model into (made if missing), e.g. --out {path.parent / (path.stem + '-model')}")
-
-
 def export(run_id: str, out: Path, store: Store, progress: ProgressFn = no_progress) -> Path:
     """Write run ``run_id``'s compressed model, tokenizer and model card to ``out``."""
-    _check_out(out)
+    check_output(out, "--out", folder=True)
     rec = store.load(run_id)
     if rec.status != "finished":
         raise ConfigError(f"run '{run_id}' is {rec.status}; export a finished run (harness list runs)")

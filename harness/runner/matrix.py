@@ -1,4 +1,4 @@
-"""The committed store's reference matrix (issue 45.1): which `harness run` commands make it, and
+"""The committed store's reference matrix: which `harness run` commands make it, and
 which of them a store holds current.
 
 The matrix is data, ``matrix.txt`` beside this module (read by ``harness list matrix`` and ``make
@@ -33,6 +33,7 @@ from harness.results import queries
 from harness.results.records import RunSpec
 from harness.results.store import Store
 from harness.runner.plan import RunRequest, plan
+from harness.sidefiles import read_text
 
 MATRIX = Path(__file__).with_name("matrix.txt")
 PROFILE, SEED = "quick", 0
@@ -108,9 +109,10 @@ def parse(text: str, source: str = "matrix") -> list[Entry]:
 
 
 def read(path: Path = MATRIX) -> list[Entry]:
-    if not path.is_file():
-        raise ConfigError(f"no matrix file at {path}; pass an existing file")
-    return parse(path.read_text(encoding="utf-8"), str(path))
+    entries = parse(read_text(path, "matrix file", ConfigError), str(path))
+    if not entries:
+        raise ConfigError(f"{path} holds no entries; write one per line: suite model adapter [key=value ...], e.g. xnli minilm asg k=64")
+    return entries
 
 
 def _stored(store: Store) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import devices
 from harness.adapter import Adapter
 from harness.budgets import PROFILES, is_large
 from harness.config import as_dict, build_config, config_fields, parse_assignments
@@ -100,19 +101,6 @@ def check_seed(seed: int, option: str = "--seed") -> None:
         raise ConfigError(f"{option} {seed} is out of range: a seed is a whole number from 0 to {SEED_MAX}, e.g. {option} 0")
 
 
-def resolve_device(requested: str) -> str:
-    """``auto`` -> cuda when available, else cpu; an unknown device or cuda without a GPU is an error."""
-    import torch
-
-    if requested not in ("auto", "cpu", "cuda") and not requested.startswith("cuda:"):
-        raise ConfigError(f"unknown device '{requested}'; use auto, cpu or cuda")
-    if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError("--device cuda but no CUDA GPU is visible; use --device cpu or auto")
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return requested
-
-
 def _describe(request: RunRequest, name: str) -> models.ModelRef:
     """The model from its metadata (nothing converted); an unknown name close to a packaged alias
     (``MiniLM``) says which it may mean."""
@@ -151,7 +139,7 @@ def plan(request: RunRequest) -> Plan:
     if request.profile not in PROFILES:
         raise ConfigError(f"unknown profile '{request.profile}'; use one of {', '.join(PROFILES)}")
     check_seed(request.seed)
-    device = resolve_device(request.device)
+    device = devices.resolve(request.device)
     suite = SUITES.get(request.suite)()
     adapter_cls = ADAPTERS.get(request.adapter)
     to_adapter, to_suite = _split_settings(parse_assignments(list(request.settings)), adapter_cls, suite)

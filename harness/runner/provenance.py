@@ -1,17 +1,22 @@
 """Provenance recorded with every run: hardware, device, library versions, the lock they were
-installed under, git sha."""
+installed under, and the code it was made from (:func:`source`: the commit, and for a tree with
+uncommitted changes the patch that recovers it)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 import platform
-import hashlib
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from harness.results.journal import Journal
+from harness.results.records import DIRTY
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout, for an editable install
 LOCK = ROOT / "requirements.lock"
@@ -61,16 +66,44 @@ def lock() -> dict[str, str]:
     return {"lock": hashlib.sha256(text.encode()).hexdigest()[:12], "lock_match": "exact" if not drift else f"drift: {drift}"}
 
 
-def git_sha() -> str:
-    """HEAD, with "+dirty" when tracked source differs from it; the store's own files
-    (results.duckdb, results.records) do not count, or every checkout that ran something is dirty."""
-    root = ROOT
+STORE_FILES = (":!results.duckdb", ":!results.records")
+"""Pathspecs of the store's own files: running something writes them, so they never make a tree dirty."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """The code a run is made from: the commit checked out, and the changes on top of it."""
+
+    commit: str         # HEAD's sha; "unknown" outside a git checkout (an installed package)
+    patch: bytes = b""  # `git diff --binary HEAD` plus every untracked, not ignored file as added; empty when clean
+
+    @property
+    def git_sha(self) -> str:
+        """As a run records it: the commit, with ``+dirty:<sha256 of the patch>`` when the tree has changes."""
+        return self.commit + (f"{DIRTY}:{hashlib.sha256(self.patch).hexdigest()[:16]}" if self.patch else "")
+
+    def save_patch(self, journal: Journal, run_id: str) -> Path | None:
+        """Write the patch beside the run's JSON record (``<run_id>.patch``): ``git apply`` on a checkout
+        of the commit recovers the tree the run was made from. None when the tree was clean."""
+        return journal.write_patch(run_id, self.patch) if self.patch else None
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, timeout=60)
+
+
+def source() -> Source:
+    """The commit of the checkout the harness runs from and its uncommitted changes as one patch:
+    tracked files as ``git diff --binary HEAD`` shows them, then each untracked file that is not
+    ignored as a new file; the store's own files (:data:`STORE_FILES`) do not count, or every
+    checkout that ran something would be dirty."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":!results.duckdb", ":!results.records"], capture_output=True, text=True, timeout=5)
+        head = _git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return Source("unknown")
+        patch = [_git("diff", "--binary", "HEAD", "--", ".", *STORE_FILES).stdout]
+        untracked = _git("ls-files", "-z", "--others", "--exclude-standard", "--", ".", *STORE_FILES).stdout.split(b"\0")
+        patch += [_git("diff", "--no-index", "--binary", "--", "/dev/null", name.decode()).stdout for name in untracked if name]
     except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    if out.returncode != 0:
-        return "unknown"
-    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+        return Source("unknown")
+    return Source(head.stdout.decode().strip(), b"".join(patch))

@@ -37,7 +37,7 @@ from harness.measure.metrics import pct_base
 from harness.runner import estimate
 from harness.runner.pipeline import Pipeline
 from harness.runner.plan import Plan, RunRequest, plan
-from harness.runner.provenance import git_sha, hardware, versions
+from harness.runner.provenance import Source, hardware, source, versions
 from harness.registry import ADAPTERS
 from harness.errors import StoreError
 from harness.results.journal import Journal
@@ -139,10 +139,10 @@ def _ensure(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None
         return run_one(p, spec, adapter, baseline, data.get(), store, progress)
 
 
-def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | None) -> RunRecord:
+def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | None, code: Source) -> RunRecord:
     origin = ADAPTERS.origin(spec.adapter)
     prov = Provenance(
-        git_sha=git_sha(), adapter_package=origin.package, adapter_version=origin.version,
+        git_sha=code.git_sha, adapter_package=origin.package, adapter_version=origin.version,
         host=socket.gethostname(), pid=os.getpid(), hardware=hardware(p.device), versions=versions(),
         data_files={**data.files, **spec.fit_data},
     )
@@ -156,8 +156,10 @@ def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | N
 def run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None, data: SuiteData, sink: Sink, progress: ProgressFn = no_progress) -> RunOutcome:
     """Execute ``spec`` (no reuse): running record, pipeline, then the finished or failed record.
     Any exception (Ctrl-C included) records the run as failed with its error before it propagates."""
-    rec = _new_record(p, spec, data, baseline)
+    code = source()
+    rec = _new_record(p, spec, data, baseline, code)
     sink.start(rec)
+    code.save_patch(Journal(sink.records_dir), rec.run_id)
     start = time.perf_counter()
     with Lease(sink.records_dir, rec.run_id):
         try:

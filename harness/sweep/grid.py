@@ -28,6 +28,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.runner.plan import RunRequest
+from harness.sidefiles import read_text
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def run_options(settings: tuple[str, ...]) -> tuple[tuple[str, ...], int, bool]:
     options = dict(s.partition("=")[::2] for s in settings if s.partition("=")[0] in RUN_KEYS)
     rest = tuple(s for s in settings if s.partition("=")[0] not in RUN_KEYS)
     steps, lora = options.get("recover", "0"), options.get("recover_lora", "false").lower()
-    if not steps.isdigit():
+    if not (steps.isascii() and steps.isdigit()):  # str.isdigit() also takes '²', which int() refuses
         raise ConfigError(f"recover={steps} is not a number of steps; write e.g. --grid recover=0,100,500")
     if lora not in ("true", "false"):
         raise ConfigError(f"recover_lora={lora} must be true or false")
@@ -182,11 +183,7 @@ def from_yaml(path: str | Path, data_dir: str | None = None, device: str = "auto
 
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"cannot read sweep file {path}: {err.strerror or err}; check the path") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path} is not UTF-8 text; save the sweep file as UTF-8") from None
+        doc = yaml.safe_load(read_text(path, "sweep file", ConfigError))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

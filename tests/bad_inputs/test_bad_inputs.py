@@ -68,6 +68,17 @@ class Env:
         (self.tmp / name).write_text("keep me\n")
         return str(self.tmp / name)
 
+    def paper_csv(self, value: str) -> str:
+        """The packaged paper CSV's header and first row, its value column set to ``value``."""
+        from harness.results.reference import packaged_csv
+
+        header, row = packaged_csv().read_text(encoding="utf-8").splitlines()[:2]
+        fields = row.split(",")
+        fields[header.split(",").index("value")] = value
+        path = self.tmp / "paper.csv"
+        path.write_text(f"{header}\n{','.join(fields)}\n", encoding="utf-8")
+        return str(path)
+
     def sweep_file(self, text: str | bytes) -> str:
         path = self.tmp / "sweep.yaml"
         path.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -97,6 +108,7 @@ CASES = [
     Case("unknown device", lambda e: [*RUN[:3], *RUN[5:], "--adapter", "asg", "--device", "tpu"], "unknown device 'tpu'"),
     Case("fraction not a number", lambda e: [*RUN, "--adapter", "sg", "--set", "fraction=most"], "fraction"),
     Case("fraction above 1", lambda e: [*RUN, "--adapter", "sg", "--set", "fraction=1.5"], "fraction"),
+    Case("setting not a finite number", lambda e: [*RUN, "--adapter", "ade", "--set", "temperature=inf"], "--set temperature=inf is not a finite number"),
     Case("boolean not true/false", lambda e: [*RUN, "--adapter", "asg", "--set", "shared=maybe"], "shared"),
     Case("m not dividing D", lambda e: [*RUN, "--adapter", "asg", "--set", "m=5"], "m=5 does not divide the table's width 384"),
     Case("k > V", lambda e: [*RUN, "--adapter", "asg", "--set", "k=30523"], "exceeds the vocabulary size 30522"),
@@ -122,6 +134,8 @@ CASES = [
     Case("export over an existing file", lambda e: ["export", "no-such-run", "--out", e.file("exists.txt")], "is an existing file"),
     Case("database path is a folder", lambda e: [*RUN, "--adapter", "asg", "--db", str(e.tmp)], "is a folder; pass a database file"),
     Case("recovery steps above the cap", lambda e: [*RUN, "--adapter", "asg", "--recover", "100000000"], "above the 12 h cap"),
+    # the papers' numbers
+    Case("paper CSV value not finite", lambda e: ["reference", "load", "--csv", e.paper_csv("nan")], "paper.csv:2: value='nan' is not a finite number"),
     # sweep files and options
     Case("sweep file missing", lambda e: ["sweep", str(e.tmp / "none.yaml")], "cannot read sweep file"),
     Case("sweep file not YAML", lambda e: ["sweep", e.sweep_file("suites: [xnli\nadapters: {")], "is not valid YAML"),
