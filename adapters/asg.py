@@ -16,6 +16,12 @@ Product quantization of the token-embedding table E (V x D):
   k = 512; XLM-R, V = 250,002: k = 1,024). The default ``k = 0`` applies that rule to the model's
   own table (:func:`size_rule_k`): 1,024 for me5-small (XLM-R's vocabulary), 128 for MiniLM, 256
   for SmolLM2; the k used is stored in the run's details.
+* Sub-vector size: D/m = 16 at D = 768 (mBERT, XLM-R: m = 48; Section 4.1, Table 1). The default
+  ``m = 0`` applies that to the model's own width as the divisor of D nearest D / 16 (the larger
+  of two equally near), so any width has a default: 24 for MiniLM and me5-small (D = 384), 36 for
+  SmolLM2 (576), 8 for D = 128, 128 for Llama-3.2-1B (2,048), 256 for Llama-3-8B and Mistral
+  (4,096); Table 2's mT5 rows use m = 32 and 64 at D = 512 (D/m = 16 and 8). The m used is stored
+  in the run's details.
 
 Choices where the paper is open, written down here:
 
@@ -58,6 +64,7 @@ from torch import nn
 
 from harness.methods import gather_sum, kernel_paths, triton_support
 from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
+from harness.methods.tables import input_table
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
@@ -75,13 +82,15 @@ BUDGETS = Budgets(
 @dataclass(frozen=True)
 class AsgConfig:
     k: int = 0            # Concept Vectors per codebook (fraction of embedding params kept = k/V); 0 = size_rule_k(V)
-    m: int = 48           # segments; the hidden size must divide by m
+    m: int = 0            # segments; the table's width must divide by m; 0 = the divisor of D nearest D/16 (size_rule_m)
     shared: bool = False  # one codebook for all m segment positions (Section 3.3)
     output: bool = True   # also replace the output embedding when the model has one (Section 2.4)
     niter: int = 25       # k-means iterations (faiss default)
 
     def __post_init__(self) -> None:
-        require_positive(m=self.m, niter=self.niter)
+        require_positive(niter=self.niter)
+        if not isinstance(self.m, int) or isinstance(self.m, bool) or self.m < 0:
+            raise ConfigError(f"m={self.m} must be a positive integer, or 0 for sub-vectors of about 16 values (paper 000)")
         if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 0:
             raise ConfigError(f"k={self.k} must be a positive integer, or 0 for the paper's size rule")
         if self.k == 1:
@@ -91,11 +100,15 @@ class AsgConfig:
         """The k this config quantizes a V-row table with: its own, or the paper's size rule."""
         return self.k or size_rule_k(vocab)
 
+    def m_for(self, dim: int) -> int:
+        """The m this config splits a D-wide table with: its own, or the sub-vector size rule."""
+        return self.m or size_rule_m(dim)
+
     def check_table(self, vocab: int, dim: int) -> None:
         """Validate against the table this config will quantize (V x D)."""
-        if dim % self.m:
-            divisors = [d for d in (8, 12, 16, 24, 32, 48, 64, 96) if dim % d == 0]
-            raise ConfigError(f"m={self.m} does not divide the hidden size {dim}; pick m from {divisors}")
+        if dim % self.m_for(dim):
+            divisors = [d for d in range(2, min(dim, 512) + 1) if dim % d == 0]
+            raise ConfigError(f"m={self.m} does not divide the table's width {dim}; pick m from {divisors[:12]} or m=0 (sub-vectors of about 16)")
         if self.k_for(vocab) > vocab:
             raise ConfigError(f"k={self.k_for(vocab)} exceeds the vocabulary size {vocab}; pick 1 < k <= {vocab}")
 
@@ -104,6 +117,13 @@ def size_rule_k(vocab: int, share: float = 0.0045) -> int:
     """Paper 000's size rule: k/V about 0.4-0.5% (Table 1: mBERT k = 512, XLM-R k = 1,024), as the
     power of two nearest ``share`` x V (at least 2)."""
     return max(2, 2 ** round(np.log2(share * vocab)))
+
+
+def size_rule_m(dim: int, width: int = 16) -> int:
+    """Paper 000's sub-vector size: the divisor m of ``dim`` nearest ``dim / width`` (D/m about
+    16, as m = 48 at D = 768), the larger of two equally near."""
+    target = dim / width
+    return min((m for m in range(1, dim + 1) if dim % m == 0), key=lambda m: (abs(m - target), -m))
 
 
 def concept_id_dtype(k: int) -> torch.dtype:
@@ -294,6 +314,7 @@ class AsgAdapter(Adapter):
     """ASG on the input embedding, and on the output embedding when the model has one."""
 
     name = "asg"
+    kinds = ("encoder", "decoder", "encoder-decoder")  # an encoder-decoder's shared input table and its head alike
     config_class = AsgConfig
     budgets = BUDGETS
     recovers = ("codebooks",)  # E' (Section 2.2: trainable); the ConceptID map stays fixed
@@ -305,10 +326,10 @@ class AsgAdapter(Adapter):
         """Quantize a (V, D) table into a :class:`ConceptEmbedding`."""
         cfg = self.config
         cfg.check_table(*table.shape)
-        k = cfg.k_for(table.shape[0])
+        k, m = cfg.k_for(table.shape[0]), cfg.m_for(table.shape[1])
         values = table.detach().float().cpu().numpy()
         with fit_threads(fit.threads):
-            codebooks, codes = product_quantize(values, k, cfg.m, cfg.shared, self.settings(fit), fit.seed, fit.progress)
+            codebooks, codes = product_quantize(values, k, m, cfg.shared, self.settings(fit), fit.seed, fit.progress)
         books = torch.from_numpy(codebooks).to(device=table.device, dtype=table.dtype)
         return ConceptEmbedding(books, torch.from_numpy(codes).to(table.device), k, cfg.shared)
 
@@ -317,8 +338,11 @@ class AsgAdapter(Adapter):
         return budget_of(fit.budget).settings(self.config.niter)
 
     def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
-        vocab = model.get_input_embeddings().weight.shape[0]
-        model = replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output)
-        k = self.config.k_for(vocab)
-        return Compressed(model, details={"kmeans": self.settings(fit).record(), "k": k,
-                                          "k_rule": "set" if self.config.k else "paper 000: power of two nearest 0.45% of V"})
+        vocab, dim = input_table(model).shape
+        model = replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output, self.name)
+        cfg = self.config
+        return Compressed(model, details={
+            "kmeans": self.settings(fit).record(), "k": cfg.k_for(vocab), "m": cfg.m_for(dim),
+            "k_rule": "set" if cfg.k else "paper 000: power of two nearest 0.45% of V",
+            "m_rule": "set" if cfg.m else "paper 000: the divisor of D nearest D/16, sub-vectors of about 16 values",
+        })

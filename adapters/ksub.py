@@ -1,7 +1,7 @@
 """k-sub-embeddings (paper 001: "Reconstructing word embeddings via scattered k-sub-embedding").
 
 * Section 3.1: every token n gets a code F(n) = (f_1(n), ..., f_K(n)), one index per sub-table;
-  sub-table k holds M vectors of dimension D/K, and the token's embedding is the concatenation
+  sub-table k holds M vectors of dimension D/K (near-equal widths when K does not divide D, below), and the token's embedding is the concatenation
   e_n = e^1_{f_1(n)} ⊕ ... ⊕ e^K_{f_K(n)} (Eq. 2). Embedding params K * M * D/K = M * D.
   Requirement 1 (uniqueness): no two tokens share all K indices. Requirement 2: tokens with
   similar meanings share more sub-embeddings than arbitrary pairs.
@@ -19,6 +19,13 @@ smallest unsigned dtype. So the modules are ASG's :class:`ConceptEmbedding` (inp
 :class:`ConceptLMHead` (output, logit_n = sum_k h_k . e^k_{f_k(n)}, no V x D matrix), reused.
 
 Choices where the paper is open, written down here:
+
+* Widths: the paper uses K = 3 with d = 512, which 3 does not divide. The table's width D is split
+  into K slices of near-equal width, the first D mod K one wider (512: 171, 171, 170; the default
+  K = 3 then fits any width). Embedding params stay M * D. When K divides D the sub-tables stack
+  into ASG's modules as below; otherwise they sit side by side in one (M, D) parameter, sub-table k
+  in columns of slice k (:class:`UnevenSubEmbedding`, :class:`UnevenSubHead`: the same sums, through
+  torch's ``embedding_bag`` alone).
 
 * Initialisation. The paper initialises the sub-tables randomly and pretrains from scratch; the
   harness adapts a pretrained model, so sub-table vector m of table k starts as the mean of slice
@@ -54,11 +61,13 @@ from typing import Literal
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from harness.adapters.asg import ConceptEmbedding, ConceptLMHead
 from threadpoolctl import threadpool_limits
 from torch import nn
 
 from harness.adapter import Adapter, Compressed, FitContext, ProgressFn, replace_tables
+from harness.methods.tables import input_table
 from harness.budgets import Budgets
 from harness.config import require_positive
 from harness.errors import ConfigError
@@ -88,7 +97,7 @@ def min_sub_embeddings(vocab: int, K: int) -> int:
 
 @dataclass(frozen=True)
 class KsubConfig:
-    K: int = 3                                          # sub-tables; the hidden size must divide by K
+    K: int = 3                                          # sub-tables; the table's width is split into K near-equal slices
     M: int = 0                                          # vectors per sub-table; 0 = ceil(V^(1/K)) (Algorithm 1)
     allocation: Literal["random", "clustered"] = "random"  # Algorithm 1 (base-M digits) or 2 (recursive k-means)
     kmeans: Literal["naive", "equal"] = "naive"         # Algorithm 2's k-means: naive or equal cluster sizes
@@ -108,9 +117,8 @@ class KsubConfig:
 
     def check_table(self, vocab: int, dim: int) -> None:
         """Validate against the table this config will replace (V x D)."""
-        if dim % self.K:
-            divisors = [k for k in range(2, 17) if dim % k == 0]
-            raise ConfigError(f"K={self.K} does not divide the hidden size {dim}; pick K from {divisors}")
+        if self.K > dim:
+            raise ConfigError(f"K={self.K} sub-embeddings cannot split a table {dim} wide; pick K <= {dim}")
         M, least = self.sub_embeddings(vocab), min_sub_embeddings(vocab, self.K)
         if M < least:
             raise ConfigError(f"M={M} gives {M}^{self.K} < V={vocab} codes, so codes cannot be unique; pick M >= {least} or M=0")
@@ -168,24 +176,67 @@ def clustered_codes(
     return codes
 
 
-def sub_tables_from(table: torch.Tensor, codes: torch.Tensor, M: int) -> torch.Tensor:
-    """(K*M, D/K) sub-tables: vector m of table k = mean of slice k over the tokens with f_k = m."""
-    vocab, K = codes.shape
-    slices = table.detach().float().reshape(vocab, K, -1)  # (V, K, D/K)
-    out = torch.empty(K * M, slices.shape[-1])
-    for k in range(K):
-        sums = torch.zeros(M, slices.shape[-1]).index_add_(0, codes[:, k], slices[:, k])
+def sub_widths(dim: int, K: int) -> tuple[int, ...]:
+    """Widths of the K slices of a D-wide table: near-equal, the first D mod K one wider."""
+    base, wider = divmod(dim, K)
+    return (base + 1,) * wider + (base,) * (K - wider)
+
+
+def sub_tables_from(table: torch.Tensor, codes: torch.Tensor, M: int) -> list[torch.Tensor]:
+    """The K sub-tables, (M, d_k) each: vector m of table k = mean of slice k over the tokens with f_k = m."""
+    K = codes.shape[1]
+    slices = table.detach().float().split(list(sub_widths(table.shape[1], K)), dim=1)
+    out = []
+    for k, values in enumerate(slices):
+        sums = torch.zeros(M, values.shape[1]).index_add_(0, codes[:, k], values)
         counts = torch.bincount(codes[:, k], minlength=M)
         means = sums / counts.clamp(min=1)[:, None]
-        means[counts == 0] = slices[:, k].mean(0)  # unused index: the slice's overall mean
-        out[k * M:(k + 1) * M] = means
-    return out.to(table.dtype)
+        means[counts == 0] = values.mean(0)  # unused index: the slice's overall mean
+        out.append(means.to(table.dtype))
+    return out
+
+
+class UnevenSubEmbedding(ConceptEmbedding):
+    """Input side when K does not divide D: the K sub-tables side by side in one (M, D) parameter,
+    sub-table k in the columns of slice k; token n -> concat_k of row f_k(n) of slice k."""
+
+    def __init__(self, tables: torch.Tensor, codes: torch.Tensor, widths: tuple[int, ...]):
+        super().__init__(tables, codes, k=tables.shape[0], shared=False)
+        self.widths = tuple(widths)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.codebooks.shape[1]
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        codes = self.concept_ids[input_ids].long()  # (..., K)
+        parts = self.codebooks.split(list(self.widths), dim=1)
+        return torch.cat([F.embedding(codes[..., k], part) for k, part in enumerate(parts)], dim=-1)
+
+
+class UnevenSubHead(ConceptLMHead):
+    """Output side of :class:`UnevenSubEmbedding`: logit_n = sum_k h_k . e^k_{f_k(n)}, the (K*M, N)
+    scores of each slice against its sub-table summed over the codes by ``embedding_bag``."""
+
+    def score_table(self, hidden: torch.Tensor, columns: int) -> torch.Tensor:
+        c = self.concepts
+        h = F.pad(hidden, (0, 0, 0, columns - hidden.shape[0]))
+        books = c.codebooks.to(h.dtype).split(list(c.widths), dim=1)
+        return torch.cat([b @ x.T for b, x in zip(books, h.split(list(c.widths), dim=1))])  # (K*M, columns)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        logits = self.reference_sum(self.score_table(flat, max(flat.shape[0], 2)), flat.shape[0])
+        if self.bias is not None:
+            logits = logits + self.bias
+        return logits.reshape(*hidden.shape[:-1], -1)
 
 
 class KsubAdapter(Adapter):
     """k-sub-embeddings on the input embedding, and on the output embedding when the model has one."""
 
     name = "ksub"
+    kinds = ("encoder", "decoder", "encoder-decoder")  # an encoder-decoder's shared input table and its head alike
     config_class = KsubConfig
     budgets = BUDGETS
     recovers = ("codebooks",)  # the K sub-tables (Section 3.1: trained); the code map stays fixed
@@ -210,14 +261,21 @@ class KsubAdapter(Adapter):
         cfg.check_table(*table.shape)
         M = cfg.sub_embeddings(table.shape[0])
         codes = torch.from_numpy(self.allocate(table, fit))
-        sub_tables = sub_tables_from(table.cpu(), codes, M).to(table.device)
-        return ConceptEmbedding(sub_tables, codes.to(table.device), k=M, shared=False)
+        tables = sub_tables_from(table.cpu(), codes, M)
+        if table.shape[1] % cfg.K:
+            return UnevenSubEmbedding(torch.cat(tables, dim=1).to(table.device), codes.to(table.device), sub_widths(table.shape[1], cfg.K))
+        return ConceptEmbedding(torch.cat(tables).to(table.device), codes.to(table.device), k=M, shared=False)
+
+    def head(self, fitted: ConceptEmbedding, bias: torch.Tensor | None) -> ConceptLMHead:
+        """The output head over ``fitted``'s sub-tables."""
+        return (UnevenSubHead if isinstance(fitted, UnevenSubEmbedding) else ConceptLMHead)(fitted, bias)
 
     def settings(self, fit: FitContext) -> KmeansSettings:
         """The k-means settings of this fit: the config's iterations under the profile's budget."""
         return budget_of(fit.budget).settings(self.config.niter)
 
     def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
-        model = replace_tables(model, lambda table: self.fit(table, fit), ConceptLMHead, self.config.output)
+        dim = input_table(model).shape[1]
+        model = replace_tables(model, lambda table: self.fit(table, fit), self.head, self.config.output, self.name)
         details = {"kmeans": self.settings(fit).record()} if self.config.allocation == "clustered" else {}
-        return Compressed(model, details=details)
+        return Compressed(model, details={**details, "sub_widths": list(sub_widths(dim, self.config.K))})

@@ -140,6 +140,7 @@ class LowrankAdapter(Adapter):
     """E ~ A B on the input embedding, and on the output embedding when the model has one."""
 
     name = "lowrank"
+    kinds = ("encoder", "decoder", "encoder-decoder")  # an encoder-decoder's shared input table and its head alike
     config_class = LowrankConfig
     recovers = ("lookup", "projection")  # A and B
 

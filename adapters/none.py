@@ -16,6 +16,7 @@ class NoneConfig:
 
 class NoneAdapter(Adapter):
     name = "none"
+    kinds = ("encoder", "decoder", "encoder-decoder")
     config_class = NoneConfig
     cacheable = False
     unchanged = True

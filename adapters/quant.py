@@ -126,6 +126,7 @@ class QuantAdapter(Adapter):
     """Per-row int8/int4 table on the input embedding, and on the output embedding when there is one."""
 
     name = "quant"
+    kinds = ("encoder", "decoder", "encoder-decoder")  # an encoder-decoder's shared input table and its head alike
     config_class = QuantConfig
     recovers = ("scales",)  # the per-row scales (float buffers); the integer codes stay fixed
 

@@ -132,6 +132,7 @@ class SgAdapter(Adapter):
     """Semantic Grouping on the input embedding; an output head, if any, stays dense."""
 
     name = "sg"
+    kinds = ("encoder", "decoder", "encoder-decoder")  # an encoder-decoder's shared input table and its head alike
     config_class = SgConfig
     budgets = BUDGETS
     recovers = ("group_vectors",)  # the group ids stay fixed; a dense head is the pretrained table, not trained

@@ -73,6 +73,7 @@ from harness.adapter import (
     no_progress,
     untie,
 )
+from harness.methods.tables import input_table, replaced_input, unscaled
 from harness.budgets import Budgets
 from harness.errors import ConfigError
 from harness.sources.data import data_root, file_digest
@@ -154,11 +155,13 @@ def composed_embedding(table: torch.Tensor, decomp: Decomposition, new_tokens: S
 
 
 def compose(model: nn.Module, decomp: Decomposition, new_tokens: Sequence[NewToken] = ()) -> nn.Module:
-    """Replace the model's tables by composed ones (input, and output when it has a linear head)."""
-    table = model.get_input_embeddings().weight.detach()
+    """Replace the model's tables by composed ones (input, and output when it has a linear head); the
+    input keeps what the original module computes (a scale: :func:`harness.methods.tables.replaced_input`)."""
+    original = model.get_input_embeddings()
+    table = input_table(model).detach()
     head = model.get_output_embeddings()
     embedding = composed_embedding(table, decomp, new_tokens)
-    model.set_input_embeddings(embedding)
+    model.set_input_embeddings(replaced_input(original, embedding, "vocabdiet"))
     if isinstance(head, nn.Linear):
         keep = ~embedding.composed()[: table.shape[0]]
         out = head.weight.detach()
@@ -205,7 +208,7 @@ def stage1(model: nn.Module, teacher: nn.Module, blocks: torch.Tensor, budget: V
             target = teacher(input_ids=batch).logits
         return distill.kl_to_teacher(original_head(_hidden(model, batch)), target)
 
-    groups = [{"params": [model.get_input_embeddings().transforms], "lr": budget.lr_transforms}]
+    groups = [{"params": [unscaled(model.get_input_embeddings()).transforms], "lr": budget.lr_transforms}]
     return _train(model, groups, loss, blocks, budget.stage1_steps, budget, "stage 1", progress)
 
 
@@ -291,7 +294,8 @@ class VocabDietAdapter(Adapter):
             return decomp, {"filter": "off", **counts}
         if teacher.get_output_embeddings() is None:
             return decomp, {"filter": "skipped: the suite's model has no LM head to decode with", **counts}
-        embedding = composed_embedding(model.get_input_embeddings().weight.detach(), decomp)
+        original = model.get_input_embeddings()
+        embedding = replaced_input(original, composed_embedding(input_table(model).detach(), decomp), "vocabdiet")
         ids, reading = probe(teacher, embedding, tokenizer, decomp, marker, budget.probe_forms)
         kept = [i for i, ok in zip(ids, reading.passed(cfg.criterion)) if ok]
         return decomp.only(kept), {
@@ -306,7 +310,7 @@ class VocabDietAdapter(Adapter):
         cfg = self.config
         words = Counter(w for text in texts.get("wikitext2_train", ()) for w in _WORD.findall(text))
         decomp, marker = self.decomposition(tokenizer, words)
-        vocab = model.get_input_embeddings().weight.shape[0]
+        vocab = input_table(model).shape[0]
         found, found_counts = len(decomp.forms), decomp.counts()
         decomp, filtered = self.filtered(decomp, model, teacher, tokenizer, marker, budget)
         if cfg.reallocate > len(decomp.forms):
@@ -315,8 +319,10 @@ class VocabDietAdapter(Adapter):
         fit_texts = [t for t in chain.from_iterable(zip_longest(*texts.values())) if t]
         new_tokens = reallocation.learn_merges(tokenizer, fit_texts, cfg.reallocate) if cfg.reallocate else []
         model = compose(model, decomp, new_tokens)
-        losses = {}
-        if cfg.distill != "none":
+        losses, distilled = {}, cfg.distill
+        if teacher.get_output_embeddings() is None:  # the suite's model (tokenizer's) has no LM head to distill against
+            distilled = "skipped: the suite's model has no LM head to distill with"
+        elif cfg.distill != "none":
             steps = budget.stage1_steps + (budget.stage2_steps if cfg.distill == "stage2" else 0)
             blocks = distill.token_blocks(tokenizer, fit_texts, budget.seq_len, steps * budget.batch, seed)
             losses["stage1"] = stage1(model, teacher, blocks[: budget.stage1_steps * budget.batch], budget, progress)
@@ -331,7 +337,7 @@ class VocabDietAdapter(Adapter):
             "freed_share_of_vocab": len(decomp.forms) / vocab,
             "freed_share_of_english_words": decomp.whole_word_forms() / max(1, decomp.english_words),
             "reallocated": len(new_tokens), "unimorph": {str(self.unimorph_path()): file_digest(self.unimorph_path())},
-            "distill_loss": {stage: [v[0], v[-1]] for stage, v in losses.items()},
+            "distill": distilled, "distill_loss": {stage: [v[0], v[-1]] for stage, v in losses.items()},
             **decomp.details,
         }
         return Compressed(model, changed, vocab - len(decomp.forms) + len(new_tokens), len(decomp.forms), details)

@@ -23,6 +23,7 @@ from torch import nn
 from harness import file_pages
 from harness.budgets import Budgets
 from harness.errors import ConfigError
+from harness.methods.tables import input_table, replaced_input
 from harness.rebuild import restore_modules
 from harness.results.records import CompressionReport, EmbeddingFootprint
 from harness.sources.corpora import Corpus
@@ -167,15 +168,19 @@ def replace_tables(
     fit_table: Callable[[torch.Tensor], nn.Module],
     make_head: Callable[[nn.Module, torch.Tensor | None], nn.Module] | None,
     output: bool,
+    adapter: str = "the adapter",
 ) -> nn.Module:
-    """The common ``compress``: the input table becomes ``fit_table(table)``; a linear output head
-    becomes ``make_head(fitted, bias)`` when ``output`` and ``make_head`` are given, reusing the
-    input's fitted module when the head is tied to it (the tie is preserved) and fitting its own
-    table otherwise. Any head is untied afterwards, so ``tie_weights()`` leaves it as it is."""
-    table = model.get_input_embeddings().weight
+    """The common ``compress``: the input table becomes ``fit_table(table)`` (keeping the original
+    module's scale: :func:`replaced_input`); a linear output head becomes ``make_head(fitted, bias)``
+    when ``output`` and ``make_head`` are given, reusing the input's fitted module when the head is
+    tied to it (the tie is preserved) and fitting its own table otherwise. Any head is untied
+    afterwards, so ``tie_weights()`` leaves it as it is. An encoder-decoder's shared table is
+    replaced for its encoder and decoder alike (transformers' ``set_input_embeddings``)."""
+    original = model.get_input_embeddings()
+    table = input_table(model)
     head = model.get_output_embeddings()
     fitted = fit_table(table)
-    model.set_input_embeddings(fitted)
+    model.set_input_embeddings(replaced_input(original, fitted, adapter))
     if head is None:
         return model
     if output and make_head is not None and isinstance(head, nn.Linear):
@@ -197,7 +202,8 @@ class Adapter(ABC):
     * :meth:`corpora`: names of the fit corpora it reads (:mod:`harness.sources.corpora`).
     * ``needs_teacher``: a frozen copy of the model it receives arrives as ``fit.teacher``.
     * ``stage``: ``before_finetune`` (the default) or ``after_finetune``.
-    * ``kinds``: the model kinds it supports (``encoder``, ``decoder``).
+    * ``kinds``: the model kinds it supports (``encoder``, ``decoder``, ``encoder-decoder``; by default the
+      first two: an encoder-decoder is taken only by a method that says so).
     * ``cacheable``: whether its fit can be kept in the fit cache (:mod:`harness.runner.fitcache`):
       False when nothing is fitted (``none``) or when its fitted model cannot be saved
       (:meth:`rebuild`); it is then fitted on every run, and the run's fit details say why.

@@ -24,6 +24,10 @@ lm-eval's rolling windows (``max_length`` tokens predicted per window, each wind
 token before it; the first from the prefix token), so KL and BPB describe the same predictions. It is
 left out when the adapter changed the tokenizer (two vocabularies: KL is undefined).
 
+Encoder-decoders (T5, mT5) are scored through lm-eval's seq2seq model type, which reads each
+rolling window with its decoder (the encoder given lm-eval's end-of-text token alone); their
+``kl_from_base`` is not computed.
+
 The details also name the path each compressed module of the scored model took, with its calls
 (``kernel_paths``: a fused kernel, a Triton kernel replayed from a CUDA graph, a torch reference).
 
@@ -77,7 +81,7 @@ class BitsPerByte(Suite):
     name = "bpb"
     description = "Bits per byte via lm-eval loglikelihood_rolling: WikiText-2 and held-out C4, or --set corpus=PATH (lower is better)"
     head = Head("causal_lm")
-    kinds = ("decoder",)
+    kinds = ("decoder", "encoder-decoder")  # an encoder-decoder through lm-eval's seq2seq model type
     default_model = "smollm2"
     config_class = BpbConfig
     budgets = BUDGETS
@@ -99,7 +103,9 @@ class BitsPerByte(Suite):
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
         budget = ctx.budget
         split = "all" if ctx.config.corpus else ctx.config.split
-        reference = ctx.reference if ctx.reference is not None and _same_vocabulary(tokenizer, ctx.reference_tokenizer) else None
+        seq2seq = getattr(model.config, "is_encoder_decoder", False)
+        same = ctx.reference is not None and _same_vocabulary(tokenizer, ctx.reference_tokenizer)
+        reference = ctx.reference if same and not seq2seq else None
         scores, items, details = [], [], {"max_length": budget.max_length}
         for name, docs in data.splits.items():
             chosen, ids = texts.sample(docs, budget.documents, budget.max_bytes, np.random.default_rng(ctx.seed))
@@ -121,7 +127,8 @@ class BitsPerByte(Suite):
                 items.append(ItemOutputs(name, language, part, "kl_from_base", keys, tuple(kl[:, 0]), weights=tuple(kl[:, 1])))
                 scores.append(score_items([items[-1]], np.random.default_rng(ctx.seed), higher_is_better=False, setting=SETTING))
         if ctx.reference is not None and reference is None:
-            details["kl_from_base"] = "not computed: the adapter changed the tokenizer (KL over two vocabularies is undefined)"
+            details["kl_from_base"] = ("not computed: an encoder-decoder reads its rolling windows through its decoder (lm-eval's seq2seq type)"
+                                       if seq2seq else "not computed: the adapter changed the tokenizer (KL over two vocabularies is undefined)")
         details["kernel_paths"] = kernel_paths.taken(model)
         return SuiteResult(scores, details, items)
 

@@ -144,7 +144,7 @@ class LmEval(Suite):
     name = "lm_eval"
     description = "lm-eval multiple choice: paper 003's ARC, BoolQ, COPA, PIQA, WinoGrande, HellaSwag few-shot; XNLI, SST-2 zero-shot"
     head = Head("causal_lm")
-    kinds = ("decoder",)
+    kinds = ("decoder", "encoder-decoder")  # an encoder-decoder through lm-eval's seq2seq model type
     default_model = "smollm2"
     config_class = LmEvalConfig
     budgets = BUDGETS

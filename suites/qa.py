@@ -143,8 +143,13 @@ class QuestionAnswering(Suite):
         scores = [self._score([i], rng) for language_items in zip(*items.values()) for i in language_items]
         if len(sizes) > 1:
             scores += [self._score(items[metric], rng) for metric in METRICS]
-        details = {"train_questions": len(self._training(data, ctx)), "eval_questions": sizes, "max_length": ctx.budget.max_length, "stride": ctx.budget.stride}
+        details = {"train_questions": len(self._training(data, ctx)), "eval_questions": sizes, **self.reading(ctx.budget)}
         return SuiteResult(scores, details, [i for language_items in zip(*items.values()) for i in language_items])
+
+    @staticmethod
+    def reading(budget: QaBudget) -> dict[str, int]:
+        """How the model read the questions, for the run's details: window length and overlap."""
+        return {"max_length": budget.max_length, "stride": budget.stride}
 
     @staticmethod
     def _score(items: list[ItemOutputs], rng: np.random.Generator) -> Score:

@@ -42,7 +42,7 @@ def malformed_data(tmp_path):
         (["--suite", "xnli", "--adapter", "asg", "--set", "kk=3"], "--set kk is not a setting"),
         (["--suite", "xnli", "--adapter", "asg", "--set", "k=many"], "is not an integer"),
         (["--suite", "xnli", "--adapter", "asg", "--set", "train=fr"], "is not one of en, dev-all"),
-        (["--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--set", "m=7"], "m=7 does not divide the hidden size 384"),
+        (["--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--set", "m=7"], "m=7 does not divide the table's width 384"),
         (["--suite", "xnli", "--adapter", "asg", "--set", "k=1"], "k=1 must be at least 2"),
         (["--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--set", "k=40000"], "exceeds the vocabulary size 30522"),
         (["--suite", "xnli", "--adapter", "asg", "--set", "k=-5"], "must be a positive integer"),

@@ -162,7 +162,7 @@ def test_invalid_config_rejected(cfg, fragment):
 
 @pytest.mark.parametrize(
     "cfg, fragment",
-    [({"K": 5}, "does not divide the hidden size 384"), ({"M": 20}, "cannot be unique; pick M >= 32"), ({"M": 30522}, "nothing is compressed")],
+    [({"K": 385}, "cannot split a table 384 wide"), ({"M": 20}, "cannot be unique; pick M >= 32"), ({"M": 30522}, "nothing is compressed")],
 )
 def test_config_checked_against_table(cfg, fragment):
     with pytest.raises(ConfigError, match=fragment):

@@ -112,12 +112,12 @@ def test_list_runs_says_when_it_cuts_and_hides_stale_runs_unless_asked(store):
     assert "1 stale runs (made by other code) are hidden; --include-stale lists them" in listed and "old-asg" not in listed
     every = _run("list", "runs", "--db", str(store.path), "--limit", "0", "--include-stale")
     assert "old-asg" in every and "(stale)" in every and "the newest" not in every and "hidden" not in every
-    assert "k=256 m=48" in every and '"k"' not in every  # settings as typed and as fitted, not JSON
+    assert "k=256 m=24" in every and '"k"' not in every  # settings as typed and as fitted, not JSON
 
 
 def test_show_gives_the_settings_as_fitted(store):
     asg = queries.runs(store, RunFilter(adapter="asg", hidden=("old-asg",))).run_id.item()
-    assert "settings (as fitted): k=256 m=48 shared=false output=true niter=25\n" in _run("show", asg, "--db", str(store.path))
+    assert "settings (as fitted): k=256 m=24 shared=false output=true niter=25 (m: paper 000: the divisor of D nearest D/16, sub-vectors of about 16 values)\n" in _run("show", asg, "--db", str(store.path))
     baseline = queries.runs(store, RunFilter(adapter="none")).run_id.item()
     assert "settings (as fitted): -\n" in _run("show", baseline, "--db", str(store.path))
 

@@ -57,7 +57,7 @@ def test_smoke_run_end_to_end(db, data_dir, adapter):
     [
         ("sg", "fraction=0", "fraction=0.0 must be in (0, 1]"),
         ("sg", "fraction=0.00001", "gives no group for V=30522"),
-        ("ksub", "K=5", "K=5 does not divide the hidden size 384"),
+        ("ksub", "K=385", "K=385 sub-embeddings cannot split a table 384 wide"),
         ("ksub", "M=20", "M=20 gives 20^3 < V=30522 codes"),
         ("ksub", "kmeans=equal", "kmeans=equal applies to clustered allocation"),
         ("ksub", "allocation=kmeans", "is not one of random, clustered"),

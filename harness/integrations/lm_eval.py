@@ -43,7 +43,7 @@ def fit(base: str, adapter: str, settings: dict[str, Any], profile: str = "smoke
 @register_model("compressed")
 class CompressedLM(HFLM):
     """HFLM over a compressed model: ``pretrained`` is an exported folder or a model object, or
-    ``base`` + ``adapter`` (+ its settings) fit one. ``device`` is resolved as ``harness run
+    ``base`` + ``adapter`` (+ its settings) fit one. An encoder-decoder runs as lm-eval's ``seq2seq`` type. ``device`` is resolved as ``harness run
     --device`` resolves it: ``auto`` (the default) is cuda when a GPU is visible, else cpu."""
 
     def __init__(self, pretrained: str | nn.Module | None = None, tokenizer: Any = None, base: str | None = None,
@@ -64,6 +64,8 @@ class CompressedLM(HFLM):
             model, tokenizer = fit(base, adapter, settings, profile, seed, device)
         else:
             raise ConfigError("model_args need pretrained=DIR (a `harness export` folder) or base=MODEL,adapter=NAME[,setting=value...]")
+        if getattr(model.config, "is_encoder_decoder", False):  # T5, mT5: lm-eval's seq2seq type, whatever the model type's name
+            kwargs.setdefault("backend", "seq2seq")
         super().__init__(pretrained=model.eval().to(device), tokenizer=tokenizer, device=device, **kwargs)
 
 

@@ -1,10 +1,14 @@
 """Efficiency measured on every run, chosen by model kind, at fixed shapes.
 
 Encoders: forward latency at batch 8 x 128 tokens. Decoders: prefill latency of a 128-token
-prompt and per-token decode latency with the KV cache, both at batch 1. Each phase records
-p50/p95, tokens/s and peak memory. Synthetic token ids are enough: speed and memory do not depend
-on the text. A method's run times the unchanged model too, in rounds that alternate with the
-compressed one, so compressed/base ratios come from one process under one machine load.
+prompt and per-token decode latency with the KV cache, both at batch 1. Encoder-decoders: one
+forward at batch 8 x 128 tokens, the decoder reading the same 128 tokens (teacher-forced). Each
+phase records p50/p95, tokens/s and peak memory. A run times the model on tokenized text (a fixed
+English passage through the run's tokenizer, its special tokens included, as every suite feeds it:
+an encoder-decoder such as T5 rejects input without its end-of-sequence token); without a tokenizer
+(benchmarks of bare architectures) the ids are drawn at random. A method's run times the unchanged
+model too, in rounds that alternate with the compressed one, so compressed/base ratios come from
+one process under one machine load.
 
 Peak memory is measured for each model alone, so it does not depend on which model came first or
 on what else is resident: on CUDA the other models are moved off the device and the figure is
@@ -80,16 +84,41 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+PASSAGE = (
+    "The committee met on Tuesday to review the budget for the coming year. After a long discussion, "
+    "the members agreed to fund the new library, repair two bridges and hire more teachers for the "
+    "schools in the northern district, where the population has grown quickly since the factory opened. "
+)
+"""The text every model is timed on: plain English that any tokenizer cuts into ordinary tokens."""
+
+
+def text_ids(tokenizer, rows: int, length: int, special: bool) -> torch.Tensor:
+    """(rows, length) ids of :data:`PASSAGE` repeated, cut to ``length`` tokens, with the tokenizer's
+    special tokens around it when ``special`` (encoders, encoder-decoders)."""
+    text = PASSAGE * (1 + 2 * length // max(1, len(tokenizer(PASSAGE, add_special_tokens=False)["input_ids"])))
+    ids = tokenizer([text] * rows, truncation=True, max_length=length, add_special_tokens=special)["input_ids"]
+    return torch.tensor([row[:length] for row in ids])
+
+
+def _forward_inputs(ids: torch.Tensor, kind: Kind) -> dict[str, torch.Tensor]:
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if kind == "encoder-decoder":
+        inputs["decoder_input_ids"] = ids  # the decoder reads as many tokens, teacher-forced
+    return inputs
+
+
 @torch.inference_mode()
 def forward_latency(
     model: nn.Module, vocab_size: int, device: str, batch: int = 8, seq_len: int = 128,
-    warmup: int = 2, repeats: int = 10, seed: int = 0,
+    warmup: int = 2, repeats: int = 10, seed: int = 0, ids: torch.Tensor | None = None, kind: Kind = "encoder",
 ) -> LatencyStats:
-    """Time ``repeats`` forward passes of a (batch, seq_len) input after ``warmup`` passes."""
+    """Time ``repeats`` forward passes of a (batch, seq_len) input after ``warmup`` passes: ``ids``
+    when given (:func:`text_ids`), else ids drawn at random below ``vocab_size``."""
     model.eval().to(device)
-    gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab_size, (batch, seq_len), generator=gen).to(device)
-    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if ids is None:
+        ids = torch.randint(0, vocab_size, (batch, seq_len), generator=torch.Generator().manual_seed(seed))
+    inputs = _forward_inputs(ids.to(device), kind)
+    batch, seq_len = ids.shape
     for _ in range(warmup):
         model(**inputs)
     samples = []
@@ -115,7 +144,12 @@ def _timed_ms(fn, device: str):
     return out, (time.perf_counter() - start) * 1000.0
 
 
-def _decode_inputs(vocab_size: int, device: str, prompt_len: int, new_tokens: int, seed: int):
+def _decode_inputs(vocab_size: int, device: str, prompt_len: int, new_tokens: int, seed: int, tokenizer=None):
+    """A (1, prompt_len) prompt and (new_tokens, 1, 1) tokens fed one by one: the passage's tokens
+    (the tokens that follow the prompt) with a tokenizer, else random ids."""
+    if tokenizer is not None:
+        ids = text_ids(tokenizer, 1, prompt_len + new_tokens, special=False)
+        return ids[:, :prompt_len].to(device), ids[0, prompt_len:].view(-1, 1, 1).to(device)
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, vocab_size, (1, prompt_len), generator=gen).to(device)
     steps = torch.randint(0, vocab_size, (new_tokens, 1, 1), generator=gen).to(device)
@@ -136,7 +170,7 @@ def _generate(model: nn.Module, prompt: torch.Tensor, steps: torch.Tensor, devic
 @torch.inference_mode()
 def decode_latency(
     model: nn.Module, vocab_size: int, device: str, prompt_len: int = 128, new_tokens: int = 16,
-    repeats: int = 3, seed: int = 0,
+    repeats: int = 3, seed: int = 0, tokenizer=None,
 ) -> list[LatencyStats]:
     """Prefill and per-token decode latency at batch 1 (greedy-decoding shape, synthetic ids).
 
@@ -146,7 +180,7 @@ def decode_latency(
     The first repeat is a warm-up and is not kept.
     """
     model.eval().to(device)
-    prompt, steps = _decode_inputs(vocab_size, device, prompt_len, new_tokens, seed)
+    prompt, steps = _decode_inputs(vocab_size, device, prompt_len, new_tokens, seed, tokenizer)
     prefill_ms: list[float] = []
     decode_ms: list[float] = []
     for repeat in range(repeats + 1):
@@ -184,22 +218,29 @@ SMOKE = Shapes(batch=2, seq_len=32, warmup=1, repeats=2, prompt_len=16, new_toke
 measurement runs; the recorded batch and seq_len say which shape was timed."""
 
 
-def _round(model: nn.Module, kind: Kind, device: str, seed: int, shapes: Shapes) -> list[LatencyStats]:
+def _forward_ids(model: nn.Module, seed: int, shapes: Shapes, tokenizer) -> torch.Tensor:
+    if tokenizer is not None:
+        return text_ids(tokenizer, shapes.batch, shapes.seq_len, special=True)
+    return torch.randint(0, model.config.vocab_size, (shapes.batch, shapes.seq_len), generator=torch.Generator().manual_seed(seed))
+
+
+def _round(model: nn.Module, kind: Kind, device: str, seed: int, shapes: Shapes, tokenizer) -> list[LatencyStats]:
     """One round of timing at the fixed shapes."""
     vocab_size = model.config.vocab_size
     if kind == "decoder":
-        return decode_latency(model, vocab_size, device, shapes.prompt_len, shapes.new_tokens, shapes.decode_repeats, seed)
-    return [forward_latency(model, vocab_size, device, shapes.batch, shapes.seq_len, shapes.warmup, shapes.repeats, seed)]
+        return decode_latency(model, vocab_size, device, shapes.prompt_len, shapes.new_tokens, shapes.decode_repeats, seed, tokenizer)
+    ids = _forward_ids(model, seed, shapes, tokenizer)
+    return [forward_latency(model, vocab_size, device, warmup=shapes.warmup, repeats=shapes.repeats, ids=ids, kind=kind)]
 
 
-def _workload(model: nn.Module, kind: Kind, device: str, seed: int, shapes: Shapes):
-    """One forward (encoders), or one prefill and the decode steps (decoders), as a callable."""
+def _workload(model: nn.Module, kind: Kind, device: str, seed: int, shapes: Shapes, tokenizer):
+    """One forward (encoders, encoder-decoders), or one prefill and the decode steps (decoders), as a callable."""
     vocab_size = model.config.vocab_size
     if kind == "decoder":
-        prompt, steps = _decode_inputs(vocab_size, device, shapes.prompt_len, shapes.new_tokens, seed)
+        prompt, steps = _decode_inputs(vocab_size, device, shapes.prompt_len, shapes.new_tokens, seed, tokenizer)
         return lambda: _generate(model, prompt, steps, device)
-    ids = torch.randint(0, vocab_size, (shapes.batch, shapes.seq_len), generator=torch.Generator().manual_seed(seed)).to(device)
-    return lambda: model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    inputs = _forward_inputs(_forward_ids(model, seed, shapes, tokenizer).to(device), kind)
+    return lambda: model(**inputs)
 
 
 def _alone(models: Sequence[nn.Module], index: int, device: str) -> None:
@@ -222,19 +263,21 @@ def _pooled(rounds: list[list[LatencyStats]], peak_mb: float) -> list[LatencySta
 
 def measure(
     models: Sequence[nn.Module], kind: Kind, device: str, seed: int = 0, smoke: bool = False, rounds: int = ROUNDS,
+    tokenizer=None,
 ) -> list[list[LatencyStats]]:
     """The efficiency phases of each model: latency timed in alternating rounds (decoders decode,
-    encoders run forward passes), then each model's peak memory measured alone. Returns one list
-    of phases per model, in the order given; the last model is left on ``device``."""
+    encoders and encoder-decoders run forward passes) on :data:`PASSAGE` through ``tokenizer`` (random
+    ids without one), then each model's peak memory measured alone. Returns one list of phases per
+    model, in the order given; the last model is left on ``device``."""
     shapes = SMOKE if smoke else FULL
     timed: list[list[list[LatencyStats]]] = [[] for _ in models]
     for _ in range(rounds):
         for model, out in zip(models, timed):
             model.to(device)
-            out.append(_round(model, kind, device, seed, shapes))
+            out.append(_round(model, kind, device, seed, shapes, tokenizer))
     peaks = []
     for i, model in enumerate(models):
         _alone(models, i, device)
         model.eval()
-        peaks.append(peak_memory_mb(model, _workload(model, kind, device, seed, shapes), device))
+        peaks.append(peak_memory_mb(model, _workload(model, kind, device, seed, shapes, tokenizer), device))
     return [_pooled(out, peak) for out, peak in zip(timed, peaks)]

@@ -15,6 +15,7 @@ from transformers import get_linear_schedule_with_warmup
 from torch import nn
 
 from harness.adapter import ProgressFn, no_progress
+from harness.sources import layout
 
 
 def kl_to_teacher(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
@@ -43,16 +44,20 @@ def token_blocks(tokenizer: Any, texts: Sequence[str], length: int, count: int, 
 
 
 def lora_top_layers(model: nn.Module) -> tuple[nn.Module, list[nn.Parameter]]:
-    """LoRA on every linear layer of the last quarter of the layers, r = alpha = hidden / 16, dropout 0:
-    paper 003 Section 5's stage 2 (Llama-3.1-8B: last 8 of 32 layers, r = alpha = 256 at hidden 4096)
-    scaled to the model. Returns the peft wrapper (``merge_and_unload()`` gives the plain model back)
-    and the LoRA parameters; peft leaves only those trainable."""
+    """LoRA on every projection (``nn.Linear``, and ``Conv1D`` as in GPT-2) of the last quarter of the
+    transformer layers, r = alpha = hidden / 16, dropout 0: paper 003 Section 5's stage 2
+    (Llama-3.1-8B: last 8 of 32 layers, r = alpha = 256 at hidden 4096) scaled to the model. The
+    layers and their projections are found by what they are (:mod:`harness.sources.layout`), so any
+    architecture's names serve (Llama's ``layers``, GPT-2's ``h``, T5's decoder ``block``). Returns the
+    peft wrapper (``merge_and_unload()`` gives the plain model back) and the LoRA parameters; peft
+    leaves only those trainable."""
     from peft import LoraConfig, get_peft_model
 
-    layers, rank = model.config.num_hidden_layers, max(1, model.config.hidden_size // 16)
-    linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, nn.Linear)})
-    lora = LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0, target_modules=linear,
-                      layers_to_transform=list(range(layers - max(1, layers // 4), layers)))
+    path, stack = layout.blocks(model)
+    layers, rank = len(stack), max(1, layout.hidden_size(model) // 16)
+    lora = LoraConfig(r=rank, lora_alpha=rank, lora_dropout=0.0, target_modules=layout.projections(stack),
+                      layers_to_transform=list(range(layers - max(1, layers // 4), layers)),
+                      layers_pattern=path.rsplit(".", 1)[-1])
     wrapped = get_peft_model(model, lora)
     return wrapped, [p for n, p in model.named_parameters() if "lora_" in n]
 

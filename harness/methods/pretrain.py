@@ -119,6 +119,7 @@ def skeleton(ref: models.ModelRef, architecture: Mapping[str, int]) -> models.Mo
     with weights from scratch (seed 0) and ``ref``'s tokenizer: the source the suite's loader builds the
     task model from (its task head keeps its fresh weights; the backbone is replaced by the pretrained one)."""
     digest = hashlib.sha256(json.dumps({"revision": ref.revision, **architecture}, sort_keys=True).encode()).hexdigest()[:16]
+    ref = models.located(ref)
 
     def write(folder: Path) -> None:
         from transformers import AutoConfig, AutoModel, AutoTokenizer

@@ -38,7 +38,8 @@ def _text(value) -> str:
 
 
 def request_of(spec: RunSpec) -> RunRequest:
-    """The ``harness run`` request that made ``spec`` (settings that differ from the defaults, ``--pretrain``)."""
+    """The ``harness run`` request that made ``spec`` (settings that differ from the defaults, ``--pretrain``,
+    ``--dtype``, ``--trust-remote-code``)."""
     settings = []
     for scope, cls, values in (("adapter", ADAPTERS.get(spec.adapter).config_class, spec.adapter_config),
                                ("suite", SUITES.get(spec.suite)().config_class, spec.suite_config)):
@@ -46,7 +47,8 @@ def request_of(spec: RunSpec) -> RunRequest:
         settings += [f"{scope}.{k}={_text(v)}" for k, v in values.items() if defaults.get(k) != v]
     pretraining = spec.recipe.get("pretraining")
     return RunRequest(spec.suite, spec.adapter, spec.model, spec.profile, spec.seed, tuple(settings), device="cpu",
-                      pretrain=pretraining["steps"] if pretraining else None)
+                      pretrain=pretraining["steps"] if pretraining else None, dtype=spec.recipe.get("dtype", "float32"),
+                      trust_remote_code=bool(spec.recipe.get("trust_remote_code")))
 
 
 def fitted_model(p: Plan, progress: ProgressFn = no_progress):

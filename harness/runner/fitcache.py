@@ -70,6 +70,7 @@ def key(spec: RunSpec, adapter: Adapter, head: Head, task: str, recovery: bool =
         "model": spec.model, "model_revision": spec.model_revision, "head": dataclasses.asdict(head),
         "adapter": spec.adapter, "adapter_config": spec.adapter_config, "adapter_budget": spec.adapter_budget,
         "fit_data": spec.fit_data, "seed": spec.seed, "code": adapter_fingerprint(adapter.name), "format": saved.FORMAT,
+        "dtype": spec.recipe.get("dtype", "float32"),
     }
     if recovery and "recovery" in spec.recipe:
         out["recovery"] = {**spec.recipe["recovery"], "code": module_fingerprint(recover.__name__)}

@@ -147,7 +147,7 @@ class Pipeline:
             self.out.compression = applied.report
             self.out.fit = FitReport(seconds, {**applied.details, **cached.details()})
             self.tokenizer = applied.tokenizer
-            self.out.efficiency = self._timed("efficiency", lambda: self._efficiency(applied.model, base))
+            self.out.efficiency = self._timed("efficiency", lambda: self._efficiency(applied.model, base, tokenizer))
             if base is not None and self.p.suite.wants_reference:
                 self.reference = (base.eval().requires_grad_(False), tokenizer)
         else:
@@ -193,9 +193,11 @@ class Pipeline:
         texts = tuple(self.p.suite.train_texts(task, data, self.p.suite_config))
         return {**self._corpora, corpora.TASK_TRAIN: corpora.Corpus(corpora.TASK_TRAIN, texts, {})}
 
-    def _efficiency(self, model: nn.Module, base: nn.Module | None) -> list[LatencyStats]:
+    def _efficiency(self, model: nn.Module, base: nn.Module | None, tokenizer: Any) -> list[LatencyStats]:
+        """Both models timed on text through the base tokenizer, whose ids both tables cover."""
         smoke = self.spec.profile == "smoke"
-        timed = measure([model] if base is None else [base, model], self.p.model_ref.kind, self.p.device, seed=self.spec.seed, smoke=smoke)
+        timed = measure([model] if base is None else [base, model], self.p.model_ref.kind, self.p.device, seed=self.spec.seed, smoke=smoke,
+                        tokenizer=tokenizer)
         if base is None:
             return timed[0]
         return [dataclasses.replace(s, phase=BASE_PHASE + s.phase) for s in timed[0]] + timed[1]

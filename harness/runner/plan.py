@@ -1,14 +1,17 @@
 """Planning a run: validate the whole request cheaply, before any model loads or data is read.
 
-A plan builds the suite and adapter from their registries and ``--set`` values, resolves the model,
-checks the adapter against the model's table, picks both budgets from their tables, checks the data
+A plan builds the suite and adapter from their registries and ``--set`` values, describes the model
+from its metadata alone (kind, token table shape, tokenizer; :mod:`harness.sources.metadata`: a
+packaged model is converted only when a run first loads it), checks that suite and adapter take its
+kind and the adapter its table (rows x width, which may differ from the hidden size), picks both budgets from their tables, checks the data
 the run will read (the suite's files and the fit corpora: presence and sha256, cached by size and
 mtime; release files cut to some of their languages: :mod:`harness.runner.datacheck`) and records
 the run's stages (:mod:`harness.runner.stages`): with ``--recover`` or ``--pretrain`` the stage's
 module validates the request and gives its recipe entry (``recovery``, ``pretraining``), corpora's
 sha256 included; the pipeline runs the stage, and planning builds and writes no model.
 The data revisions and the code fingerprint (:mod:`harness.results.fingerprint`) go into the run's identity, so a finished run is reused only for the same data and the same scoring
-code; missing data is an error even when a finished run exists.
+code; missing data is an error even when a finished run exists. How the model loads (``--dtype``,
+``--trust-remote-code``) is part of the recipe, so of the run's identity.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class RunRequest:
     recover: int = 0             # recovery training steps after the adapter's fit (harness.runner.stages.recover); 0 = off
     recover_lora: bool = False   # recovery also trains LoRA on the top layers
     pretrain: int | None = None  # masked-LM steps of a small encoder from scratch with the method's table (harness.runner.stages.pretrain); 0 = not pretrained; None = off
+    dtype: str = "float32"       # the precision the model loads in (harness.sources.models.DTYPES)
+    trust_remote_code: bool = False  # run code shipped with the model (config auto_map); never asked on stdin
 
 
 @dataclass(frozen=True)
@@ -96,10 +101,11 @@ def check_seed(seed: int, option: str = "--seed") -> None:
         raise ConfigError(f"{option} {seed} is out of range: a seed is a whole number from 0 to {SEED_MAX}, e.g. {option} 0")
 
 
-def _model_kind(name: str) -> str:
-    """The model's kind; an unknown name close to a packaged alias (``MiniLM``) says which it may mean."""
+def _describe(request: RunRequest, name: str) -> models.ModelRef:
+    """The model from its metadata (nothing converted); an unknown name close to a packaged alias
+    (``MiniLM``) says which it may mean."""
     try:
-        return models.kind_of(name)
+        return models.describe(name, request.dtype, request.trust_remote_code)
     except UnknownNameError as err:
         hint = did_you_mean(name, models.PACKAGED)
         if not hint:
@@ -107,10 +113,29 @@ def _model_kind(name: str) -> str:
         raise UnknownNameError(f"{err}; {hint.strip()}") from None
 
 
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _check_kinds(suite: Suite, adapter: Adapter, ref: models.ModelRef) -> None:
+    """The suite and the adapter both take the model's kind; a suite that does not names the suites that do."""
+    if ref.kind not in suite.kinds:
+        fitting = [n for n in SUITES.names() if ref.kind in SUITES.get(n).kinds]
+        raise ConfigError(
+            f"suite '{suite.name}' needs {' or '.join(map(_article, suite.kinds))} model; '{ref.name}' is {_article(ref.kind)}, "
+            f"which the suites {', '.join(fitting) or 'none'} take"
+        )
+    if ref.kind not in adapter.kinds:
+        raise ConfigError(f"adapter '{adapter.name}' needs {' or '.join(map(_article, adapter.kinds))} model; '{ref.name}' is {_article(ref.kind)}")
+
+
+def _loading(request: RunRequest) -> dict[str, Any]:
+    """The recipe's record of how the model loads: its dtype, and trusted remote code when allowed."""
+    return {"dtype": request.dtype, **({"trust_remote_code": True} if request.trust_remote_code else {})}
+
+
 def plan(request: RunRequest) -> Plan:
     """Validate the whole request before any expensive step (exit code 2 material)."""
-    from transformers import AutoConfig
-
     if request.profile not in PROFILES:
         raise ConfigError(f"unknown profile '{request.profile}'; use one of {', '.join(PROFILES)}")
     check_seed(request.seed)
@@ -121,10 +146,8 @@ def plan(request: RunRequest) -> Plan:
     adapter = adapter_cls(build_config(adapter_cls.config_class, to_adapter, f"adapter '{adapter_cls.name}'"))
     suite_config = build_config(suite.config_class, to_suite, f"suite '{suite.name}'")
     name = request.model or models.preferred(suite.default_model)
-    kind = _model_kind(name)
-    for owner, kinds in ((f"suite '{suite.name}'", suite.kinds), (f"adapter '{adapter.name}'", adapter.kinds)):
-        if kind not in kinds:
-            raise ConfigError(f"{owner} needs a {' or '.join(kinds)} model; '{name}' is a {kind}")
+    ref = _describe(request, name)  # from metadata: a packaged model is converted when a run first loads it
+    _check_kinds(suite, adapter, ref)
     if adapter.heads is not None:
         for task in suite.tasks(suite_config):
             if task.head.kind not in adapter.heads:
@@ -137,21 +160,19 @@ def plan(request: RunRequest) -> Plan:
             f"adapter '{adapter.name}' fits on the suite's training texts, but suite '{suite.name}' trains on none; "
             "set --set corpus=wikitext2_train (or c4_sample)"
         )
-    ref = models.resolve(name)  # converts a packaged model on first use
-    config = AutoConfig.from_pretrained(ref.location)
-    adapter.check(config.vocab_size, config.hidden_size)
-    large = is_large(config)
+    adapter.check(ref.shape.vocab_size, ref.shape.embedding_dim)  # the table as it is: its width may differ from the hidden size
+    large = is_large(ref.shape)
     suite_budget = suite.budgets.select(request.profile, large)
     adapter_budget = adapter.budgets.select(request.profile, large) if adapter.budgets else None
     data_dir = data_root(request.data_dir)
-    recipe = suite.budgets.recipe(request.profile, large)
+    recipe = {**suite.budgets.recipe(request.profile, large), **_loading(request)}
     recovery = recover.recipe(request.recover, request.recover_lora, adapter, request.profile, large, data_dir)
     if recovery:
         recipe["recovery"] = recovery
     sources = suite.sources(suite_config, suite_budget)
     data = revisions(data_dir, sources)  # missing files first, then files cut short
     datacheck.check(data_dir, sources)
-    pretraining = pretrain.recipe(request.pretrain, request.profile, adapter, ref, config, bool(recovery), data_dir)
+    pretraining = pretrain.recipe(request.pretrain, request.profile, adapter, ref, ref.shape, bool(recovery), data_dir)
     if pretraining:
         recipe["pretraining"] = pretraining
     spec = RunSpec(

