@@ -275,7 +275,10 @@ class KsubAdapter(Adapter):
         return budget_of(fit.budget).settings(self.config.niter)
 
     def compress(self, model: nn.Module, fit: FitContext) -> Compressed:
-        dim = input_table(model).shape[1]
+        vocab, dim = input_table(model).shape
         model = replace_tables(model, lambda table: self.fit(table, fit), self.head, self.config.output, self.name)
         details = {"kmeans": self.settings(fit).record()} if self.config.allocation == "clustered" else {}
-        return Compressed(model, details={**details, "sub_widths": list(sub_widths(dim, self.config.K))})
+        return Compressed(model, details={
+            **details, "sub_widths": list(sub_widths(dim, self.config.K)), "M": self.config.sub_embeddings(vocab),
+            "M_rule": "set" if self.config.M else "paper 001 Algorithm 1: ceil(V^(1/K)), the fewest that keep codes unique",
+        })

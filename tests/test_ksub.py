@@ -148,6 +148,7 @@ def test_decoder_input_and_output_side(tiny_decoder):
     torch.testing.assert_close(out.logits, dense, rtol=1e-4, atol=1e-4)
     M = 5  # ceil(512^(1/4)): 4^4 = 256 < 512 <= 625
     assert report.embedding_params_after == M * 64
+    assert applied.details["M"] == M and applied.details["M_rule"].startswith("paper 001 Algorithm 1")  # shown as resolved
     assert report.storage_bytes_after == M * 64 * 4 + 512 * 4  # sub-tables + uint8 (V, K) code map
 
 
