@@ -139,7 +139,7 @@ CURVE_COLUMNS = ["line", "adapter", "lora", "steps", "pct_base", "pct_base_ci_lo
 
 
 def recovery_curves(points: pd.DataFrame) -> pd.DataFrame:
-    """A sweep over recovery training (issue 32) as curves: one line per method configuration (adapter
+    """A sweep over recovery training as curves: one line per method configuration (adapter
     and settings apart from ``recover`` / ``recover_lora``, which the summary's resolved config carries,
     :func:`harness.results.summary.resolved_config`) and recovery kind, its points (one per
     configuration, seeds averaged as in ``points``) by recovery steps, 0 = post hoc. A +LoRA line

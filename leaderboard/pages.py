@@ -92,7 +92,7 @@ def pareto(points: pd.DataFrame, papers: pd.DataFrame, colours: dict[str, str], 
 
 
 def recovery(points: pd.DataFrame, colours: dict[str, str]) -> None:
-    """The Recovery tab (issue 32): where the chart's view holds a sweep over recovery training, %Base
+    """The Recovery tab: where the chart's view holds a sweep over recovery training, %Base
     by recovery steps, a line per configuration (from the chart's points: nothing more is read); else
     how to make one. A tab of its own, so the landing view draws one figure."""
     curves = frames.recovery_curves(points)

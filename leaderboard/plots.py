@@ -141,7 +141,7 @@ def pareto_figure(
 
 
 def recovery_figure(curves: pd.DataFrame, colours: dict[str, str]) -> go.Figure:
-    """%Base against recovery training steps (issue 32), a line per configuration
+    """%Base against recovery training steps, a line per configuration
     (:func:`harness.leaderboard.frames.recovery_curves`) in its adapter's colour, dashed for +LoRA
     recovery, whiskers the paired 95% interval of %Base; a point whose baseline is at chance is an x
     and says so in its hover, as on the Pareto chart; the hover names the run; the legend is always shown."""

@@ -1,4 +1,4 @@
-"""``streamlit run`` on the leaderboard with its cold start overlapped (issue 34.1): while the server
+"""``streamlit run`` on the leaderboard with its cold start overlapped: while the server
 starts and the browser connects, a thread imports what the page draws with (pandas, Plotly, DuckDB,
 the page's modules) and reads the landing page's summary into the cache every session shares. The
 first page view then finds them done, or waits for them (Python's import locks, Streamlit's per-entry

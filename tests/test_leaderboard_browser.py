@@ -32,7 +32,7 @@ from tests.conftest import read_sql
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BUDGET_S = 90  # navigation to the plot on a fresh server; about 5-10 s on two shared cores at load average 8
-DOM_KB = 500   # issue 34.1's page size goal
+DOM_KB = 500   # the page size goal (docs/performance.md)
 # the overview's grid (the first data frame) as rows of cell texts, read from its accessible table
 OVERVIEW = ("Array.from(document.querySelector('[data-testid=\"stDataFrame\"] table')?.rows ?? [])"
             ".map(r => Array.from(r.cells).map(c => c.innerText.trim()))")

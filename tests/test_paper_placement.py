@@ -1,5 +1,5 @@
-"""Paper points sit beside a run only in its training regime, protocol and metric (issue 31.2), and
-each seed paper's claims get a verdict from the stored runs (issue 33.6). The runs are records
+"""Paper points sit beside a run only in its training regime, protocol and metric, and
+each seed paper's claims get a verdict from the stored runs. The runs are records
 written through the store's API into a temporary store (records, not scores); the paper rows are
 the packaged CSV's, loaded as ``harness reference load`` does."""
 

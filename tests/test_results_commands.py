@@ -1,4 +1,4 @@
-"""The results commands a user reads (issues 45.4, 51), on a copy of the smoke store (baseline + ASG k=256
+"""The results commands a user reads, on a copy of the smoke store (baseline + ASG k=256
 on MiniLM XNLI) with one run made by other code: `harness results` shows and filters the profile and says
 what it hides, `harness list runs` says when it cuts and hides stale runs unless asked, `harness show`
 gives the settings as fitted and takes a unique prefix of a run id; every table fits the terminal it
