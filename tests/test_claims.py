@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,22 +22,10 @@ from harness.results.records import ItemOutputs, Provenance, RunRecord, RunSpec,
 from harness.results.reference import read_paper_results
 from harness.results.store import Store
 from harness.suite import correctness, statistic_items
+from tests.test_paper_placement import loaded, store  # noqa: F401  (the store holding the packaged paper rows)
 
 TUNED = {"epochs": 2, "learning_rate": 1e-4}
 GLUE_METRICS = {"cola": "mcc", "mrpc": "accuracy", "qnli": "accuracy", "rte": "accuracy", "sst2": "accuracy", "stsb": "pearson"}
-
-
-@pytest.fixture(scope="module")
-def loaded(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("papers") / "r.duckdb"
-    Store(path).replace_paper_results(read_paper_results())
-    return path
-
-
-@pytest.fixture
-def store(loaded, tmp_path) -> Store:
-    shutil.copy(loaded, tmp_path / "r.duckdb")
-    return Store(tmp_path / "r.duckdb")
 
 
 def _accuracy(task: str, right: int, n: int = 400) -> tuple[Score, ItemOutputs]:
