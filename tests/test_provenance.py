@@ -118,6 +118,6 @@ def test_harness_show_says_where_the_code_of_a_run_is(tmp_path, git_sha, patch, 
     path = store.journal.patch_path("run-3")
     if patch:
         store.journal.write_patch("run-3", b"diff --git a/x b/x\n")
-    out = CliRunner().invoke(app, ["show", "run-3", "--db", str(store.path)])
+    out = CliRunner().invoke(app, ["show", "run-3", "--db", str(store.path)], env={"COLUMNS": "400"})  # wide enough not to fold
     assert out.exit_code == 0, out.output
     assert expected.format(patch=path) in out.output

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from harness.methods.vocab import patchscopes
+from harness.sources import layout
 
 WORDS = [" walked", " soldiers", " cities", " decisions"]
 
@@ -52,7 +53,7 @@ def test_a_layer_patch_writes_exactly_the_slots_after_that_layer(smollm2):
     state = torch.randn(3, model.config.hidden_size) * 50
     with torch.no_grad():
         plain = model(inputs_embeds=x, output_hidden_states=True).hidden_states
-        hook = patchscopes._patch(patchscopes._layers(model)[3], slots, state)
+        hook = patchscopes._patch(layout.blocks(model)[1][3], slots, state)
         try:
             patched = model(inputs_embeds=x, output_hidden_states=True).hidden_states
         finally:

@@ -22,9 +22,11 @@ def export(
     from harness.results import queries
     from harness.results.store import Store
     from harness.runner.export import export as run_export
+    from harness.sidefiles import check_output
 
     quiet_transformers()
     with user_errors(), RichProgress() as progress:
+        check_output(out, "--out", folder=True)  # a bad path is refused before the store is read
         store = Store(db)
         run_id = queries.run_id(store, run_id)
         folder = run_export(run_id, out, store, progress)
