@@ -164,7 +164,7 @@ def test_landing_opens_on_the_overview_table(leaderboard_db, monkeypatch):
     first = at.main.children[min(i for i, c in at.main.children.items() if c.type in ("arrow_data_frame", "plotly_chart", "dataframe"))]
     overview, shown = at.dataframe[0].value, _shown(at)
     assert first.type != "plotly_chart"
-    assert list(overview.method) == ["asg"] and list(overview.settings) == ["k=256 m=48 shared=false output=true niter=25"]
+    assert list(overview.method) == ["asg"] and list(overview.settings) == ["k=256 m=24 shared=false output=true niter=25"]
     assert at.segmented_control(key="rows").options == ["minilm"] and at.segmented_control(key="rows").value == "minilm"
     assert list(overview["rank"]) == ["1 of 1"]
     avg = next(r for r in _results_json(leaderboard_db) if r["adapter"] == "asg" and r["language"] == "avg")

@@ -90,7 +90,7 @@ def test_the_main_job_prints_whole_ids_and_the_settings_as_resolved(store, colum
     out = capsys.readouterr().out
     _fits(out, columns)
     assert method.run_id in out and method.baseline_run_id in out
-    assert "asg k=256 m=48 shared=false output=true niter=25" in " ".join(out.split()) and "{" not in out
+    assert "asg k=256 m=24 shared=false output=true niter=25" in " ".join(out.split()) and "{" not in out
 
 
 def test_show_takes_a_unique_prefix_and_lists_the_runs_an_ambiguous_one_matches(store):
