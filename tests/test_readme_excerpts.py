@@ -56,7 +56,7 @@ def test_each_readme_excerpt_is_what_its_command_prints(argv, lines, tmp_path):
         _reused(argv)
     db = tmp_path / "results.duckdb"
     shutil.copy(COMMITTED, db)
-    result = CliRunner().invoke(app, [*argv, "--db", str(db)])
+    result = CliRunner().invoke(app, [*argv, "--db", str(db)], env={"COLUMNS": None})  # no terminal width: whole rows
     assert result.exit_code == 0, result.output
     printed = {cells(line) for line in result.stdout.splitlines()}
     for line in lines:
