@@ -12,10 +12,8 @@ its comparison and compression) is part of the schema (:data:`harness.results.st
 from __future__ import annotations
 
 import dataclasses
-import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -25,7 +23,7 @@ import pandas as pd
 from harness.errors import StoreError
 from harness.results import reference
 from harness.results.fingerprint import code_fingerprint, is_stale
-from harness.results.records import Comparison, CompressionReport, FitReport, ItemOutputs, LatencyStats, Provenance, RunRecord, RunSpec, Score
+from harness.results.records import PART_TABLES, ItemOutputs, RunRecord, record_from_row
 
 
 class Readable(Protocol):
@@ -83,8 +81,8 @@ def record(store: Readable, run_id: str) -> RunRecord:
             raise StoreError(f"no run '{run_id}' in {store.path}; list runs with `harness list runs`")
         run = dict(zip([d[0] for d in con.description], row))
         parts = {cls: con.execute(f"SELECT {', '.join(f.name for f in dataclasses.fields(cls))} FROM {table} WHERE run_id = ?",
-                                  [run_id]).fetchall() for table, cls in _PARTS.items()}
-    return _record_from_row(run, parts)
+                                  [run_id]).fetchall() for table, cls in PART_TABLES.items()}
+    return record_from_row(run, parts)
 
 
 def run_id(store: Readable, prefix: str) -> str:
@@ -175,39 +173,6 @@ def counts(store: Readable, papers: bool) -> tuple[int, int, int]:
     rows = "(SELECT count(*) FROM paper_results)" if papers else "0"
     with store.reading() as con:
         return con.execute(f"SELECT count(*), count(*) FILTER (status = 'failed'), {rows} FROM runs").fetchone()
-
-
-# -- records from rows -----------------------------------------------------------------------
-
-_PARTS = {"scores": Score, "comparisons": Comparison, "compression": CompressionReport, "efficiency": LatencyStats}
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(timezone.utc).isoformat(timespec="seconds")
-
-
-def _record_from_row(r: dict, parts: dict[type, list[tuple]]) -> RunRecord:
-    """A RunRecord from its ``runs`` row (column -> value) and its rows of :data:`_PARTS`, by record class."""
-    spec = RunSpec(
-        r["model"], r["model_revision"], r["adapter"], json.loads(r["adapter_config"]), r["suite"],
-        json.loads(r["suite_config"]), r["profile"], r["seed"], json.loads(r["recipe"]),
-        json.loads(r["adapter_budget"] or "{}"), json.loads(r["data"] or "{}"), json.loads(r["fit_data"] or "{}"), r["code"] or "",
-    )
-    prov = Provenance(
-        r["git_sha"], r["adapter_package"], r["adapter_version"], r["host"], r["pid"],
-        json.loads(r["hardware"]), json.loads(r["versions"]), json.loads(r["data_files"]),
-    )
-    return RunRecord(
-        run_id=r["run_id"], spec=spec, status=r["status"], started_at=_iso(r["started_at"]), device=r["device"],
-        provenance=prov, finished_at=_iso(r["finished_at"]) if r["finished_at"] else None, wall_s=r["wall_s"],
-        error=r["error"], baseline_run_id=r["baseline_run_id"],
-        compression=CompressionReport(*parts[CompressionReport][0]) if parts[CompressionReport] else None,
-        fit=FitReport(r["fit_seconds"], json.loads(r["fit_details"] or "{}")) if r["fit_seconds"] is not None else None,
-        scores=[Score(*s) for s in parts[Score]],
-        efficiency=[LatencyStats(*e[:3], tuple(e[3]), *e[4:]) for e in parts[LatencyStats]],
-        details=json.loads(r["details"]) if r["details"] else {},
-        comparisons=[Comparison(*c) for c in parts[Comparison]],
-    )
 
 
 # -- scores: harness results -----------------------------------------------------------------

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from harness.results.fingerprint import code_fingerprint
@@ -288,3 +289,35 @@ class RunRecord:
         raw["comparisons"] = [Comparison(**c) for c in raw.get("comparisons", [])]
         raw["efficiency"] = [LatencyStats(**{**e, "samples_ms": tuple(e["samples_ms"])}) for e in raw["efficiency"]]
         return cls(**raw)
+
+
+PART_TABLES = {"scores": Score, "comparisons": Comparison, "compression": CompressionReport, "efficiency": LatencyStats}
+"""The tables holding a run's parts beside its ``runs`` row, each with its record class (columns: its fields)."""
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+def record_from_row(r: dict, parts: dict[type, list[tuple]]) -> RunRecord:
+    """A RunRecord from its ``runs`` row (column -> value) and its rows of :data:`PART_TABLES`, by record class."""
+    spec = RunSpec(
+        r["model"], r["model_revision"], r["adapter"], json.loads(r["adapter_config"]), r["suite"],
+        json.loads(r["suite_config"]), r["profile"], r["seed"], json.loads(r["recipe"]),
+        json.loads(r["adapter_budget"] or "{}"), json.loads(r["data"] or "{}"), json.loads(r["fit_data"] or "{}"), r["code"] or "",
+    )
+    prov = Provenance(
+        r["git_sha"], r["adapter_package"], r["adapter_version"], r["host"], r["pid"],
+        json.loads(r["hardware"]), json.loads(r["versions"]), json.loads(r["data_files"]),
+    )
+    return RunRecord(
+        run_id=r["run_id"], spec=spec, status=r["status"], started_at=_iso(r["started_at"]), device=r["device"],
+        provenance=prov, finished_at=_iso(r["finished_at"]) if r["finished_at"] else None, wall_s=r["wall_s"],
+        error=r["error"], baseline_run_id=r["baseline_run_id"],
+        compression=CompressionReport(*parts[CompressionReport][0]) if parts[CompressionReport] else None,
+        fit=FitReport(r["fit_seconds"], json.loads(r["fit_details"] or "{}")) if r["fit_seconds"] is not None else None,
+        scores=[Score(*s) for s in parts[Score]],
+        efficiency=[LatencyStats(*e[:3], tuple(e[3]), *e[4:]) for e in parts[LatencyStats]],
+        details=json.loads(r["details"]) if r["details"] else {},
+        comparisons=[Comparison(*c) for c in parts[Comparison]],
+    )
