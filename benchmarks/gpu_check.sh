@@ -49,7 +49,8 @@ cat "$LOGS/summary.txt"
 
 step main_job 110 harness run --suite xnli --adapter asg --device cuda --profile quick --db "$LOGS/main.duckdb"
 step gpu_tier 200 python3 -m pytest -m gpu -n 0 -v -p no:cacheprovider --rootdir "$REPO" -c "$REPO/pyproject.toml" \
-    "$REPO/tests/test_gpu.py" "$REPO/tests/test_conformance.py" "$REPO/tests/test_triton_kernels.py"  # the files with gpu tests
+    "$REPO/tests/test_gpu.py" "$REPO/tests/test_conformance.py" "$REPO/tests/test_triton_kernels.py" \
+    "$REPO/tests/test_devices.py" "$REPO/tests/test_model_families.py"  # the files with gpu tests
 step bench 160 harness bench --device cuda --random --only heads,decode --rounds 5 --json "$LOGS/bench.json"
 step recovery 600 harness run --suite bpb --model smollm2 --adapter asg --device cuda --profile quick --recover 3000 \
     --db "$LOGS/recovery.duckdb"
