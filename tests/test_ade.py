@@ -184,7 +184,7 @@ def test_cli_bad_input_exits_2_with_one_line(args, fragment, tmp_path, monkeypat
 def test_ag_news_smoke_run_stores_anchors_indices_and_weights(tmp_path, monkeypatch):
     """The runner's path: teacher from the fit context, the SAT model trained by the suite, storage
     = anchors (K x D fp32) + index (V x n_max, uint16 for K=500) + weight (V x n_max fp32) + count (V uint8).
-    Issue 29: with the fit cache on (a folder of this test's own), a rerun loads the fit and scores the
+    With the fit cache on (a folder of this test's own), a rerun loads the fit and scores the
     same, and `harness export` of the run loads back (harness.load_compressed) to the cached model."""
     import dataclasses
 

@@ -183,7 +183,7 @@ def test_default_k_is_the_one_fitted_and_recorded(tiny_decoder):
 
 
 def test_concept_ids_widen_once_when_moved_off_the_cpu_and_save_compact(tiny_decoder):
-    """Issue 41: CUDA cannot index a uint16 ConceptID map. held_dtype decides per device type (int32
+    """CUDA cannot index a uint16 ConceptID map. held_dtype decides per device type (int32
     off the CPU); moving the model applies it once to the map and to the head's (m, V) codes; the
     state dict keeps uint16 and gives the tied head's name the same tensor (saved and counted once);
     moving back to the CPU narrows again."""

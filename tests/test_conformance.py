@@ -297,7 +297,7 @@ def _integer_buffers(model: torch.nn.Module) -> dict[str, torch.dtype]:
 
 
 def test_index_maps_are_compact_when_stored_and_indexable_off_the_cpu(name, kind, tiny_tokenizer, data_dir):
-    """Issue 41: torch's CUDA kernels cannot index uint16 maps. Moved off the CPU (the meta device
+    """torch's CUDA kernels cannot index uint16 maps. Moved off the CPU (the meta device
     stands in for CUDA: harness.methods.index_maps widens on any device but the CPU), every integer
     buffer is held in a dtype CUDA indexes, while the state dict (what is saved, what the compression
     report counts) still holds the compact stored dtypes."""
@@ -314,7 +314,7 @@ def test_index_maps_are_compact_when_stored_and_indexable_off_the_cpu(name, kind
 
 
 def test_embedding_and_head_never_read_values_back_to_the_host(name, kind, tiny_tokenizer, data_dir):
-    """Issue 41: a scored forward stays on the run's device. On the meta device a tensor has no
+    """A scored forward stays on the run's device. On the meta device a tensor has no
     values, so any .cpu(), .numpy(), .item(), .tolist() or int(tensor) in the adapter's input
     embedding or output head raises: this runs both there, in inference as a suite scores."""
     applied, base = _apply(name, kind, tiny_tokenizer, data_dir, **WIDE_MAPS.get(name, {}))
