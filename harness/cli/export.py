@@ -19,18 +19,14 @@ def export(
     db: DbOption = None,
 ) -> None:
     """Write a run's compressed model (safetensors + config + tokenizer + model card) for harness.load_compressed, lm-eval and MTEB."""
-    from harness.results import queries
     from harness.results.store import Store
+    from harness.runner import saved
     from harness.runner.export import export as run_export
-    from harness.sidefiles import check_output
 
     quiet_transformers()
     with user_errors(), RichProgress() as progress:
-        check_output(out, "--out", folder=True)  # a bad path is refused before the store is read
-        store = Store(db)
-        run_id = queries.run_id(store, run_id)
-        folder = run_export(run_id, out, store, progress)
-    typer.echo(f"exported {run_id} to {printable(str(folder))}")
+        folder = run_export(run_id, out, Store(db), progress)
+    typer.echo(f"exported {saved.read(folder).meta['run_id']} to {printable(str(folder))}")  # the whole id, whatever prefix found it
 
 
 def _cache():

@@ -27,6 +27,7 @@ from harness.errors import ConfigError
 from harness.runner.pipeline import Pipeline
 from harness.runner.plan import Plan, RunRequest, plan
 from harness.registry import ADAPTERS, SUITES
+from harness.results import queries
 from harness.results.records import RunRecord, RunSpec
 from harness.results.store import Store
 from harness.sidefiles import check_output
@@ -103,8 +104,10 @@ def model_card(rec: RunRecord, applied, info: fitcache.FitInfo) -> str:
 
 
 def export(run_id: str, out: Path, store: Store, progress: ProgressFn = no_progress) -> Path:
-    """Write run ``run_id``'s compressed model, tokenizer and model card to ``out``."""
+    """Write run ``run_id``'s (a whole id or a unique prefix) compressed model, tokenizer and model card
+    to ``out``; ``out`` is checked before the store is read."""
     check_output(out, "--out", folder=True)
+    run_id = queries.run_id(store, run_id)
     rec = store.load(run_id)
     if rec.status != "finished":
         raise ConfigError(f"run '{run_id}' is {rec.status}; export a finished run (harness list runs)")
