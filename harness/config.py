@@ -31,6 +31,25 @@ def parse_assignments(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def route_settings(pairs: dict[str, str], adapter_keys: list[str], suite_keys: list[str], adapter: str,
+                   suite: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Route each ``--set`` key to the adapter's or the suite's settings (an ``adapter.`` or ``suite.``
+    prefix picks one; a bare key goes to whichever has it, the adapter first); a key neither has raises
+    ConfigError naming the valid keys."""
+    to_adapter, to_suite = {}, {}
+    for key, value in pairs.items():
+        scope, _, bare = key.rpartition(".")
+        if scope == "adapter" or (not scope and bare in adapter_keys):
+            to_adapter[bare] = value
+        elif scope == "suite" or (not scope and bare in suite_keys):
+            to_suite[bare] = value
+        else:
+            valid = ", ".join([*adapter_keys, *suite_keys]) or "none"
+            hint = did_you_mean(bare, [*adapter_keys, *suite_keys])
+            raise ConfigError(f"--set {key} is not a setting of adapter '{adapter}' or suite '{suite}'; {hint}valid keys: {valid}")
+    return to_adapter, to_suite
+
+
 def _coerce(name: str, raw: str, hint: Any) -> Any:
     origin = get_origin(hint)
     optional = [a for a in get_args(hint) if a is not type(None)] if type(None) in get_args(hint) else []

@@ -2,16 +2,24 @@
 
 A registry reads its group once, loads an entry lazily on first use, checks it against the base
 class and its declared ``name``, and remembers the distribution (package and version) it came from
-for the run record. A plugin that fails to import, is not a subclass of the contract, or declares
+for the run record. The setting keys of an entry's config are remembered across processes
+(``$HARNESS_CACHE_DIR/settings.json``, stamped by the code they were read from), so a bad ``--set``
+is refused without importing the entry and torch with it. A plugin that fails to import, is not a subclass of the contract, or declares
 another name than its entry-point key is reported in one line naming its package.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from harness.errors import PluginError, UnknownNameError, did_you_mean
@@ -77,6 +85,46 @@ class Registry(Generic[T]):
             raise PluginError(f"{where} declares name '{declared}' but is registered as '{name}'; make the class's name and the entry-point key the same")
         self._loaded[name] = obj
         return obj
+
+    def setting_keys(self, name: str) -> list[str]:
+        """The ``--set`` keys of ``name``'s config, in declaration order: read from the settings cache
+        while the code they were read from is unchanged, else from the loaded class (and cached)."""
+        self.check(name)
+        from harness.config import config_fields
+        from harness.sources.models import cache_dir
+
+        path, key, stamp = cache_dir() / "settings.json", f"{self.group}:{name}", self._stamp(name)
+        try:
+            known = json.loads(path.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if isinstance(known.get(key), dict) and known[key].get("stamp") == stamp:
+            return list(known[key]["keys"])
+        keys = list(config_fields(self.get(name).config_class))
+        known[key] = {"stamp": stamp, "keys": keys}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".settings-")
+            with os.fdopen(fd, "w") as f:
+                json.dump(known, f)
+            os.replace(tmp, path)
+        except OSError:  # a read-only cache only costs the next refusal its imports
+            pass
+        return keys
+
+    def _stamp(self, name: str) -> str:
+        """The entry, its package's version, and the size and mtime of every Python file beside the
+        entry's module, in its top-level package and in the harness (where a config or its base classes
+        can be defined)."""
+        entry, origin = self._entries[name], self.origin(name)
+        module = entry.value.partition(":")[0]
+        roots = {Path(__file__).parent}
+        for spec in (importlib.util.find_spec(module), importlib.util.find_spec(module.partition(".")[0])):
+            if spec is not None and spec.origin:  # a package, or a module inside one: its folder; a lone module: its file
+                roots.add(Path(spec.origin).parent if spec.submodule_search_locations or spec.parent else Path(spec.origin))
+        files = sorted({f for root in roots for f in ([root] if root.is_file() else root.rglob("*.py"))})
+        stats = [f"{f}:{st.st_size}:{st.st_mtime_ns}" for f in files for st in [f.stat()]]
+        return hashlib.sha256("|".join([entry.value, origin.version, *stats]).encode()).hexdigest()[:16]
 
     def origin(self, name: str) -> Origin:
         dist = self._entries[name].dist

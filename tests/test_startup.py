@@ -45,6 +45,17 @@ def test_a_refusal_from_names_imports_no_torch(args, message):
     assert heavy == []
 
 
+def test_a_setting_neither_has_is_refused_from_the_cached_keys_without_torch():
+    """The first refusal of a bad ``--set`` reads the adapter's and suite's keys from their classes and
+    caches them; the next is answered from the cache, with the same line and no torch."""
+    args = ("run", "--suite", "xnli", "--adapter", "asg", "--set", "nosuch=1")
+    line = ("error: --set nosuch is not a setting of adapter 'asg' or suite 'xnli'; "
+            "valid keys: k, m, shared, output, niter, train")
+    first, second = _harness(*args), _harness(*args)
+    assert first[:2] == second[:2] == (2, [line])
+    assert second[2] == []
+
+
 @pytest.mark.skipif(CUDA, reason="torch sees a CUDA device here: --device cuda is not refused")
 def test_device_cuda_without_a_gpu_is_refused_before_torch_loads():
     """Where torch sees no CUDA device, no GPU driver is loaded either, and the CLI says so without torch."""
@@ -52,3 +63,28 @@ def test_device_cuda_without_a_gpu_is_refused_before_torch_loads():
     assert code == 2, errors
     assert errors == ["error: --device cuda but no GPU driver is loaded (no NVIDIA or ROCm driver, no libcuda); use --device cpu or auto"]
     assert heavy == []
+
+
+def test_cached_setting_keys_are_used_only_while_the_code_they_came_from_is_unchanged(tmp_path, monkeypatch):
+    import os
+
+    import adapters.asg
+    from harness.registry import Registry
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    fresh = lambda: Registry("harness.adapters", "harness.adapter:Adapter", "adapter")  # noqa: E731
+    keys = fresh().setting_keys("asg")
+    assert keys == ["k", "m", "shared", "output", "niter"]
+    cache = tmp_path / "settings.json"
+    known = json.loads(cache.read_text())
+    known["harness.adapters:asg"]["keys"] = ["cached"]
+    cache.write_text(json.dumps(known))
+    assert fresh().setting_keys("asg") == ["cached"]
+    source = adapters.asg.__file__
+    st = os.stat(source)
+    try:  # the adapter's file edited: its keys are read from the class again
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+        assert fresh().setting_keys("asg") == keys
+    finally:
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert json.loads(cache.read_text())["harness.adapters:asg"]["keys"] == keys

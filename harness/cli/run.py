@@ -11,7 +11,7 @@ from harness.budgets import PROFILES
 from harness.cli.common import DbOption, RichProgress, WideOption, err_console, quiet_transformers, user_errors
 from harness.cli.result_tables import PERCENT_METRICS
 from harness.cli.tables import Column, Prose, fold, output_width, print_table, rich_table
-from harness.config import parse_assignments
+from harness.config import parse_assignments, route_settings
 from harness.devices import refuse_without_torch
 from harness.errors import ConfigError, printable
 from harness.measure.metrics import mean_sd
@@ -91,15 +91,15 @@ def print_tables(runs: list, store: Store, wide: bool = False) -> None:
 
 def refuse_early(suite: str, adapter: str, profile: str, settings: list[str], device: str) -> None:
     """What can be refused from names alone, before the runner imports torch and the models' libraries:
-    a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set``,
-    a ``--device`` outside the rule or ``cuda`` where no GPU driver is loaded
-    (:mod:`harness.devices`). The plan checks the rest (settings against the
-    adapter's and suite's fields, model, data, and CUDA through torch)."""
+    a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set`` or
+    one neither the adapter nor the suite has (their keys as cached by the registry), a ``--device``
+    outside the rule or ``cuda`` where no GPU driver is loaded (:mod:`harness.devices`). The plan
+    checks the rest (values against the settings' types, model, data, and CUDA through torch)."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{profile}'; use one of {', '.join(PROFILES)}")
     SUITES.check(suite)
     ADAPTERS.check(adapter)
-    parse_assignments(settings)
+    route_settings(parse_assignments(settings), ADAPTERS.setting_keys(adapter), SUITES.setting_keys(suite), adapter, suite)
     refuse_without_torch(device)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from harness import devices
 from harness.adapter import Adapter
 from harness.budgets import PROFILES, is_large
-from harness.config import as_dict, build_config, config_fields, parse_assignments
+from harness.config import as_dict, build_config, config_fields, parse_assignments, route_settings
 from harness.errors import ConfigError, UnknownNameError, did_you_mean
 from harness.runner import datacheck, stages
 from harness.runner.stages import pretrain, recover
@@ -77,23 +77,6 @@ class Plan:
     stages: tuple[str, ...]      # the requested run's stages, in order (harness.runner.stages)
 
 
-def _split_settings(pairs: dict[str, str], adapter_cls: type[Adapter], suite: Suite) -> tuple[dict, dict]:
-    """Route each --set key to the adapter or the suite config (``adapter.`` / ``suite.`` prefix optional)."""
-    a_fields, s_fields = config_fields(adapter_cls.config_class), config_fields(suite.config_class)
-    to_adapter, to_suite = {}, {}
-    for key, value in pairs.items():
-        scope, _, bare = key.rpartition(".")
-        if scope == "adapter" or (not scope and bare in a_fields):
-            to_adapter[bare] = value
-        elif scope == "suite" or (not scope and bare in s_fields):
-            to_suite[bare] = value
-        else:
-            valid = ", ".join([*a_fields, *s_fields]) or "none"
-            hint = did_you_mean(bare, [*a_fields, *s_fields])
-            raise ConfigError(f"--set {key} is not a setting of adapter '{adapter_cls.name}' or suite '{suite.name}'; {hint}valid keys: {valid}")
-    return to_adapter, to_suite
-
-
 def check_seed(seed: int, option: str = "--seed") -> None:
     """A seed the whole run can use: numpy's legacy seeding (``transformers.set_seed``) takes 0 to
     2**32 - 1 and the store's ``seed`` column is a 32-bit integer."""
@@ -142,7 +125,8 @@ def plan(request: RunRequest) -> Plan:
     device = devices.resolve(request.device)
     suite = SUITES.get(request.suite)()
     adapter_cls = ADAPTERS.get(request.adapter)
-    to_adapter, to_suite = _split_settings(parse_assignments(list(request.settings)), adapter_cls, suite)
+    to_adapter, to_suite = route_settings(parse_assignments(list(request.settings)), list(config_fields(adapter_cls.config_class)),
+                                          list(config_fields(suite.config_class)), adapter_cls.name, suite.name)
     adapter = adapter_cls(build_config(adapter_cls.config_class, to_adapter, f"adapter '{adapter_cls.name}'"))
     suite_config = build_config(suite.config_class, to_suite, f"suite '{suite.name}'")
     name = request.model or models.preferred(suite.default_model)
