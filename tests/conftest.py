@@ -18,6 +18,7 @@ are tested on CPU tensors through Triton's interpreter, switched on here before 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,17 @@ def fit_cache(tmp_path_factory) -> Path:
 def _private_db(tmp_path, monkeypatch):
     """Tests never write the committed results.duckdb."""
     monkeypatch.setenv("HARNESS_DB", str(tmp_path / "results.duckdb"))
+
+
+@pytest.fixture(autouse=True)
+def _main_module_kept():
+    """Streamlit's AppTest installs the page it runs as ``sys.modules["__main__"]`` and leaves it there;
+    a process a later test in the same worker spawns (multiprocessing re-runs the parent's main) would
+    then run that page's script and die."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="session")
