@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.cli.results import fetch_paper
+from harness.cli.result_views import fetch_paper
 from harness.results import claims, reference, summary
 from harness.results.fingerprint import code_fingerprint
 from harness.results.records import (

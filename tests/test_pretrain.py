@@ -19,7 +19,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertF
 
 from harness.adapter import FitContext
 from harness.adapters.ksub import BUDGETS as KSUB_BUDGETS
-from harness.cli.listing import runs_frame
+from harness.cli.result_views import runs_frame
 from harness.errors import ConfigError
 from harness.methods import pretrain
 from harness.registry import ADAPTERS

@@ -22,7 +22,7 @@ import torch
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.cli.listing import runs_frame
+from harness.cli.result_views import runs_frame
 from harness.errors import ConfigError
 from harness.registry import ADAPTERS
 from harness.results.fingerprint import adapter_fingerprint

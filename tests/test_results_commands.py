@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.cli.run import print_tables
+from harness.cli.run_tables import print_tables
 from harness.results import queries, summary
 from harness.results.queries import RunFilter
 from harness.results.store import Store
@@ -82,7 +82,7 @@ def test_every_table_fits_the_terminal_with_ids_whole(store, columns):
 
 @pytest.mark.parametrize("columns", [80, 160])
 def test_the_main_job_prints_whole_ids_and_the_settings_as_resolved(store, columns, monkeypatch, capsys):
-    """What `harness run` prints (:func:`harness.cli.run.print_tables`, here of the stored runs) fits the
+    """What `harness run` prints (:func:`harness.cli.run_tables.print_tables`, here of the stored runs) fits the
     terminal, with both runs' whole ids (users copy them for `harness show`) and the settings as typed."""
     method = store.load(queries.runs(store, RunFilter(adapter="asg", hidden=("old-asg",))).run_id.item())
     monkeypatch.setenv("COLUMNS", str(columns))

@@ -12,8 +12,6 @@ import typer
 
 from harness.cli.common import DbOption, user_errors
 from harness.errors import ConfigError
-from harness.leaderboard import queries
-from harness.results.store import default_path
 
 
 def _check_port_free(port: int) -> None:
@@ -41,6 +39,9 @@ def leaderboard(
 ) -> None:
     """Start the leaderboard (read-only) and print its URL; Ctrl+C stops it. A database `harness results`
     refuses (none at the path, a folder, not DuckDB, another schema) is refused alike."""
+    from harness.leaderboard import queries
+    from harness.results.store import default_path
+
     path = default_path(db)
     with user_errors():
         queries.check(path)

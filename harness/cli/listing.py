@@ -6,19 +6,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated
 
-import pandas as pd
 import typer
 
 from harness.cli.common import DbOption, WideOption, no_runs_yet, user_errors
 from harness.cli.tables import Column, fold, output_width, print_table, rich_table, text
 from harness.errors import PluginError
 from harness.registry import ADAPTERS, SUITES
-from harness.results import queries
-from harness.results.store import Store
-from harness.results.summary import settings_label, setting_text, with_resolved_config
 from harness.sources import models
 
-STALE = " (stale)"  # after a run's status when made by other code
 list_app = typer.Typer(help="List adapters, suites, models or stored runs.", no_args_is_help=True)
 
 
@@ -26,6 +21,8 @@ def _defaults(cls: type) -> str:
     """A config class's settings and defaults as typed on the command line (``k=0, m=48, shared=false``)."""
     def default(f: dataclasses.Field):
         return f.default_factory() if f.default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING else f.default
+    from harness.results.summary import setting_text
+
     return ", ".join(setting_text(f.name, default(f)) for f in dataclasses.fields(cls)) or "-"
 
 
@@ -95,32 +92,17 @@ def list_runs(
 ) -> None:
     """Stored runs, newest first, with status (running, finished, failed) and the config as resolved;
     runs made by other code (stale) only with --include-stale, as in `harness results` and the leaderboard."""
+    from harness.cli.result_views import STALE, run_rows, runs_frame
+    from harness.results.store import Store
+
     with user_errors(), no_runs_yet():
         every = runs_frame(Store(db), 0)
     frame = every if include_stale else every[~every.status.str.endswith(STALE)]
     shown = frame.head(limit) if limit > 0 else frame
-    rows = [[r.run_id, r.status, r.model, r.adapter, settings_label(r.config), r.suite, r.profile, str(r.seed),
-             "-" if pd.isna(r.wall_s) else f"{r.wall_s:.0f}", _utc(r.started_at)]
-            for r in shown.itertuples(index=False)]
+    rows = run_rows(shown)
     typer.echo(text([Column(*c) for c in RUN_COLUMNS], rows, output_width(), wide))
     hidden = len(every) - len(frame)
     if len(shown) < len(frame):
         typer.echo(f"the newest {len(shown)} of {len(frame)} runs; --limit 0 lists all")
     if hidden:
         typer.echo(fold(f"{hidden} stale runs (made by other code) are hidden; --include-stale lists them", output_width()))
-
-
-def _utc(when: pd.Timestamp) -> str:
-    when = pd.Timestamp(when)
-    return (when.tz_convert("UTC") if when.tzinfo is not None else when).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def runs_frame(store: Store, limit: int, include_stale: bool = True):
-    """The newest ``limit`` runs (0: all) as ``harness list runs`` prints them: status marked stale where
-    made by other code (those left out unless ``include_stale``), and the config as the fit resolved it
-    (as ``harness results``: ASG's chosen k, ``recover``), as JSON."""
-    frame = queries.runs(store).drop(columns="error")
-    stale = frame.run_id.isin(store.stale_run_ids())
-    frame = frame.assign(status=frame.status.where(~stale, frame.status + STALE))[~stale | include_stale]
-    frame = frame.head(limit) if limit > 0 else frame
-    return with_resolved_config(frame.reset_index(drop=True))

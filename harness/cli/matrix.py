@@ -4,15 +4,16 @@ entry current, stale or missing against a store, with the minutes its stored run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import pandas as pd
 import typer
 
 from harness.cli.common import DbOption, WideOption, quiet_transformers, user_errors
 from harness.cli.tables import Column, aligned, blocks, fold, layout, output_width, titles
 from harness.errors import printable
-from harness.results.store import Store
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def list_matrix(
@@ -25,6 +26,7 @@ def list_matrix(
     """The reference matrix against a store: each entry (and each baseline the entries share) current,
     stale (made by other code, data or budget) or missing, the run behind it and the minutes that run
     took; then the hours the whole matrix takes and what is still to do, by the stored runs' wall time."""
+    from harness.results.store import Store
     from harness.runner import matrix  # plans runs: torch and transformers, which the other listings never import
 
     quiet_transformers()
@@ -49,6 +51,7 @@ COLUMNS = (Column("state", prose=True), Column("min", 1, right=True), Column("ru
 
 def _table(frame: pd.DataFrame, current: str, width: int | None, wide: bool) -> list[str]:
     """Each section's title, then its entries: one layout for every section's rows, so they align."""
+    import pandas as pd
     rows = {}
     for r in frame.itertuples():
         state = r.status + (", baseline not current" if r.todo and r.status == current else "")

@@ -3,7 +3,7 @@ headline on a line of its own (run id, method, task, %Base with its paired CI), 
 beside it below, one row each; then the papers' points of the same tasks that sit beside none of these
 runs, one row per point and reason with the number of runs it was held against. A paper's figure of a
 proportion (accuracy, F1 ...) reads in percent whichever way the paper printed it. CSV and JSON keep
-every column as the papers print them (:func:`harness.cli.results.fetch_paper`)."""
+every column as the papers print them (:func:`harness.cli.result_views.fetch_paper`)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,6 @@ import typer
 
 from harness.cli.common import DbOption, user_errors
 from harness.errors import printable
-from harness.results.reference import read_paper_results
-from harness.results.store import Store
 
 reference_app = typer.Typer(help="The papers' reported numbers (paper_results table).", no_args_is_help=True)
 
@@ -21,6 +19,9 @@ def load(
     csv: Annotated[Optional[Path], typer.Option("--csv", help="A paper_results.csv (default: the packaged copy).")] = None,
 ) -> None:
     """Replace the paper_results table with the CSV's rows (running it twice changes nothing)."""
+    from harness.results.reference import read_paper_results
+    from harness.results.store import Store
+
     with user_errors():
         rows = read_paper_results(csv)
         store = Store(db)

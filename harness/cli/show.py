@@ -13,11 +13,8 @@ from rich.text import Text
 
 from harness.cli.common import DbOption, WideOption, user_errors
 from harness.cli.tables import Column, fold, output_width, print_table, rich_table, stdout_console
-from harness.results import queries
 from harness.results.fingerprint import code_fingerprint, is_stale
 from harness.results.records import Provenance, RunRecord
-from harness.results.store import Store
-from harness.results.summary import fitted_settings
 
 # (title, rank) of the scores table, in display order; rank 0 stays at any width (docs/cli.md)
 SCORE_COLUMNS = (
@@ -35,6 +32,10 @@ def show(
     wide: WideOption = False,
 ) -> None:
     """Everything stored about one run: config, provenance, scores, compression, efficiency."""
+    from harness.results import queries
+    from harness.results.store import Store
+    from harness.results.summary import fitted_settings
+
     with user_errors():
         store = Store(db)
         record = store.load(queries.run_id(store, run_id))

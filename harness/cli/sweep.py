@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
 from harness.cli.common import DbOption, RichProgress, err_console, error_line, quiet_transformers, user_errors
 from harness.errors import ConfigError, printable
-from harness.results.store import Store
+
+if TYPE_CHECKING:
+    from harness.results.store import Store
 
 
 def sweep(
@@ -32,6 +34,7 @@ def sweep(
     lift_cap: Annotated[bool, typer.Option("--lift-cap", help="Run points whose recovery estimate is above the cap (12 h a run).")] = False,
 ) -> None:
     """Run every point of a grid (baselines once each), skipping points already stored; a bad point stops it before any runs."""
+    from harness.results.store import Store
     from harness.sweep import grid as grids
     from harness.sweep.points import InvalidPoints, plan_points, recovery_estimates
 
