@@ -1,6 +1,6 @@
 """The CLI answers refusals it can make from names before it imports torch and the models' libraries.
 
-Each command runs in a fresh interpreter (the refusal's imports are the point), through a small
+Each command runs in a fresh interpreter (its imports are the point), through a small
 wrapper that calls the ``harness`` entry point and then lists which heavy modules got imported.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import CUDA
 
-HEAVY = ("torch", "transformers", "peft", "lm_eval", "mteb", "faiss", "scipy")
+HEAVY = ("torch", "transformers", "peft", "lm_eval", "mteb", "faiss", "scipy", "pandas", "duckdb")
 WRAPPER = f"""
 import json, sys
 from harness.cli import main
@@ -43,6 +43,13 @@ def test_a_refusal_from_names_imports_no_torch(args, message):
     assert code == 2, errors
     assert len(errors) == 1 and errors[0].startswith(message), errors
     assert heavy == []
+
+
+def test_help_loads_no_command_s_libraries():
+    """``harness --help`` and a command's ``--help`` read only the commands' signatures."""
+    for args in (["--help"], ["results", "--help"], ["run", "--help"]):
+        code, errors, heavy = _harness(*args)
+        assert code == 0 and errors == [] and heavy == [], (args, errors, heavy)
 
 
 def test_a_setting_neither_has_is_refused_from_the_cached_keys_without_torch():
