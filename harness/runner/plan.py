@@ -27,7 +27,6 @@ from harness.budgets import PROFILES, is_large
 from harness.config import as_dict, build_config, config_fields, parse_assignments, route_settings
 from harness.errors import ConfigError, UnknownNameError, did_you_mean
 from harness.runner import datacheck, stages
-from harness.runner.stages import pretrain, recover
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint
 from harness.results.records import RunSpec
@@ -150,13 +149,21 @@ def plan(request: RunRequest) -> Plan:
     adapter_budget = adapter.budgets.select(request.profile, large) if adapter.budgets else None
     data_dir = data_root(request.data_dir)
     recipe = {**suite.budgets.recipe(request.profile, large), **_loading(request)}
-    recovery = recover.recipe(request.recover, request.recover_lora, adapter, request.profile, large, data_dir)
+    recovery = None
+    if request.recover or request.recover_lora:  # a stage's module imports its training stack: only when asked for
+        from harness.runner.stages import recover
+
+        recovery = recover.recipe(request.recover, request.recover_lora, adapter, request.profile, large, data_dir)
     if recovery:
         recipe["recovery"] = recovery
     sources = suite.sources(suite_config, suite_budget)
     data = revisions(data_dir, sources)  # missing files first, then files cut short
     datacheck.check(data_dir, sources)
-    pretraining = pretrain.recipe(request.pretrain, request.profile, adapter, ref, ref.shape, bool(recovery), data_dir)
+    pretraining = None
+    if request.pretrain is not None:
+        from harness.runner.stages import pretrain
+
+        pretraining = pretrain.recipe(request.pretrain, request.profile, adapter, ref, ref.shape, bool(recovery), data_dir)
     if pretraining:
         recipe["pretraining"] = pretraining
     spec = RunSpec(

@@ -33,10 +33,8 @@ from typing import Callable, Iterator, Protocol
 import numpy as np
 
 from harness.adapter import Adapter, ProgressFn, no_progress
-from harness.measure.compare import compare
 from harness.measure.metrics import pct_base
 from harness.runner import estimate
-from harness.runner.pipeline import Pipeline
 from harness.runner.plan import Plan, RunRequest, plan
 from harness.runner.provenance import Source, hardware, source, versions
 from harness.registry import ADAPTERS
@@ -176,6 +174,8 @@ def _new_record(p: Plan, spec: RunSpec, data: SuiteData, baseline: RunRecord | N
 def run_one(p: Plan, spec: RunSpec, adapter: Adapter, baseline: RunRecord | None, data: SuiteData, sink: Sink, progress: ProgressFn = no_progress) -> RunOutcome:
     """Execute ``spec`` (no reuse): running record, pipeline, then the finished or failed record.
     Any exception (Ctrl-C included) records the run as failed with its error before it propagates."""
+    from harness.runner.pipeline import Pipeline  # the training stack (transformers' trainer, peft): a reused run never needs it
+
     code = source()
     rec = _new_record(p, spec, data, baseline, code)
     sink.start(rec)
@@ -207,6 +207,8 @@ def _compared(rec: RunRecord, baseline: RunRecord, sink: Sink) -> list[Compariso
             base_items = sink.items(baseline.run_id)
         except StoreError:
             base_items = []
+    from harness.measure.compare import compare  # scipy
+
     rng = np.random.default_rng(rec.spec.seed)
     return compare(rec.scores, rec.items, baseline.scores, base_items, baseline.run_id, rng)
 
