@@ -55,7 +55,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import get_cosine_schedule_with_warmup
 
 from harness.adapter import Adapter, Compressed, FitContext
 from harness.budgets import Budgets
@@ -150,6 +149,8 @@ def distill(model: nn.Module, trained: nn.Module, dictionary: SenseDictionary, w
     epochs = math.ceil(budget.epochs)
     steps = max(1, round(budget.epochs * len(labels)))
     opt = torch.optim.AdamW(params, lr=budget.learning_rate, weight_decay=budget.weight_decay)
+    from transformers import get_cosine_schedule_with_warmup  # its module imports the Trainer's stack (seconds)
+
     schedule = get_cosine_schedule_with_warmup(opt, int(budget.warmup_ratio * steps), steps)
     generator = torch.Generator().manual_seed(fit.seed)
     padded = list(batches(windows, budget.batch_size, pad_id, fit.device))

@@ -22,14 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 from torch import nn
-from transformers import (
-    DataCollatorForTokenClassification,
-    DataCollatorWithPadding,
-    PrinterCallback,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-)
+from transformers import DataCollatorForTokenClassification, DataCollatorWithPadding
 
 from harness.adapter import ProgressFn
 from harness.errors import TrainingError
@@ -112,18 +105,23 @@ def _blank_pieces(tokenizer: Any) -> frozenset[int]:
     return frozenset(i for i in tokenizer.convert_tokens_to_ids(["\u2581"]) if i != tokenizer.unk_token_id and i is not None)
 
 
-class _TrainProgress(TrainerCallback):
-    """Reports steps (``fine-tuning``) and finished epochs (``epoch``)."""
+def _progress_callback(progress: ProgressFn):
+    """A Trainer callback that reports steps (``fine-tuning``) and finished epochs (``epoch``); built
+    here because the Trainer's modules take seconds to import and only training needs them."""
+    from transformers import TrainerCallback
 
-    def __init__(self, progress: ProgressFn):
-        self.progress, self.epochs_done = progress, 0
+    class TrainProgress(TrainerCallback):
+        def __init__(self):
+            self.epochs_done = 0
 
-    def on_step_end(self, args, state, control, **kwargs):
-        self.progress("fine-tuning", state.global_step, state.max_steps)
+        def on_step_end(self, args, state, control, **kwargs):
+            progress("fine-tuning", state.global_step, state.max_steps)
 
-    def on_epoch_end(self, args, state, control, **kwargs):
-        self.epochs_done += 1
-        self.progress("epoch", self.epochs_done, math.ceil(args.num_train_epochs))
+        def on_epoch_end(self, args, state, control, **kwargs):
+            self.epochs_done += 1
+            progress("epoch", self.epochs_done, math.ceil(args.num_train_epochs))
+
+    return TrainProgress()
 
 
 TRAINING_RECIPE_FIELDS = frozenset({"learning_rate", "warmup", "weight_decay"})
@@ -141,6 +139,8 @@ def recipe_for(model: nn.Module, budget: FinetuneBudget) -> FinetuneBudget:
 
 def finetune(model: nn.Module, train: Features, collator: Collator, budget: FinetuneBudget, ctx: SuiteContext) -> nn.Module:
     """Train all weights (the adapter's modules included) on ``train`` with the budget's recipe."""
+    from transformers import PrinterCallback, Trainer, TrainingArguments
+
     budget = recipe_for(model, budget)
     args = TrainingArguments(
         output_dir=str(ctx.workdir / "trainer"),
@@ -161,7 +161,7 @@ def finetune(model: nn.Module, train: Features, collator: Collator, budget: Fine
         remove_unused_columns=False,  # features carry exactly what the model takes
         logging_nan_inf_filter=False,  # a NaN step must reach the mean training loss checked below
     )
-    trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator, callbacks=[_TrainProgress(ctx.progress)])
+    trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator, callbacks=[_progress_callback(ctx.progress)])
     trainer.remove_callback(PrinterCallback)  # our progress display replaces its metric prints
     loss = trainer.train().training_loss
     if not np.isfinite(loss):

@@ -21,98 +21,18 @@ share of the scored test texts (TweetEval sentiment: about 48% neutral, far abov
 
 from __future__ import annotations
 
-import csv
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from datasets import Dataset, DatasetDict
-from harness.suites.mteb_encoder import CompressedEncoder, model_meta
-from mteb.abstasks.classification import AbsTaskClassification
-from mteb.abstasks.task_metadata import TaskMetadata
-from sklearn.exceptions import UndefinedMetricWarning
 
 from harness.budgets import Budgets
-from harness.errors import DataError
 from harness.measure import chance
-from harness.results.records import ItemOutputs
 from harness.sources.data import DataSource, local_or_hub
+from harness.suites.mteb_data import Labeled, read_banking77, read_hub, read_tweeteval
 from harness.suite import Suite, SuiteContext, SuiteData, SuiteResult, Task, score_items
-
-
-@dataclass(frozen=True)
-class Labeled:
-    text: list[str]
-    label: np.ndarray  # (n,) int64
-
-    def take(self, idx: np.ndarray) -> Labeled:
-        return Labeled([self.text[i] for i in idx], self.label[idx])
-
-
-def read_banking77(paths: list[Path]) -> dict[str, Labeled]:
-    """``train.csv`` / ``test.csv`` (header text,category) with ids from ``categories.json``."""
-    train, test, categories = paths
-    ids = {name: i for i, name in enumerate(json.loads(categories.read_text(encoding="utf-8")))}
-    out = {}
-    for split, path in (("train", train), ("test", test)):
-        with path.open(encoding="utf-8", newline="") as f:
-            rows = list(csv.DictReader(f))
-        if not rows or set(rows[0]) != {"text", "category"} or any(r["category"] not in ids for r in rows):
-            raise DataError(f"{path}: expected the Banking77 CSV (header text,category; categories from categories.json)")
-        out[split] = Labeled([r["text"] for r in rows], np.array([ids[r["category"]] for r in rows], dtype=np.int64))
-    return out
-
-
-def read_tweeteval(paths: list[Path]) -> dict[str, Labeled]:
-    """TweetEval sentiment ``{val,test}_{text,labels}.txt``; val becomes the training split."""
-    val_text, val_labels, test_text, test_labels = paths
-    out = {}
-    for split, text_path, label_path in (("train", val_text, val_labels), ("test", test_text, test_labels)):
-        texts = text_path.read_text(encoding="utf-8").splitlines()
-        labels = label_path.read_text(encoding="utf-8").split()
-        if len(texts) != len(labels) or any(v not in ("0", "1", "2") for v in labels):
-            raise DataError(f"{text_path}, {label_path}: need one label (0/1/2) per text line; restore the TweetEval files")
-        out[split] = Labeled(texts, np.array(labels, dtype=np.int64))
-    return out
-
-
-def _metadata(name: str, description: str, reference: str) -> TaskMetadata:
-    return TaskMetadata(
-        name=name, description=description, reference=reference,
-        # local release files; their sha256 is stored with the harness run (provenance data_files)
-        dataset={"path": "HARNESS_DATA_DIR", "revision": "local"},
-        type="Classification", category="t2c", modalities=["text"], eval_splits=["test"],
-        eval_langs=["eng-Latn"], main_score="accuracy",
-    )
-
-
-class LocalClassification(AbsTaskClassification):
-    """An MTEB classification task over train/test splits already read from the data directory."""
-
-    def __init__(self, splits: dict[str, Labeled], samples_per_label: int, n_experiments: int, seed: int):
-        super().__init__(seed=seed)
-        self.samples_per_label, self.n_experiments = samples_per_label, n_experiments
-        self.splits = splits
-
-    def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-        self.dataset = DatasetDict({
-            split: Dataset.from_dict({"text": d.text, "label": d.label.tolist()}) for split, d in self.splits.items()
-        })
-        self.data_loaded = True
-
-
-class Banking77Local(LocalClassification):
-    metadata = _metadata("HarnessBanking77", "Banking77 intents (77 classes), local release files", "https://arxiv.org/abs/2003.04807")
-
-
-class TweetEvalSentimentLocal(LocalClassification):
-    metadata = _metadata(
-        "HarnessTweetEvalSentiment", "TweetEval sentiment (3 classes); validation split used for training",
-        "https://arxiv.org/abs/2010.12421",
-    )
 
 
 @dataclass(frozen=True)
@@ -148,41 +68,47 @@ class MtebClassification(Suite):
     default_model = "minilm"
     config_class = MtebClfConfig
     budgets = BUDGETS
-    tasks_by_name: ClassVar[dict[str, type[LocalClassification]]] = {"banking77": Banking77Local, "tweeteval_sentiment": TweetEvalSentimentLocal}
+    task_names: ClassVar[tuple[str, ...]] = ("banking77", "tweeteval_sentiment")
 
     def sources(self, config: MtebClfConfig, budget: ClfBudget) -> tuple[DataSource, ...]:
         return (BANKING77, TWEETEVAL)
 
     def prepare(self, data_dir: Path | None, config: MtebClfConfig, budget: ClfBudget) -> SuiteData:
         banking, b_files = local_or_hub(
-            data_dir, BANKING77, read_banking77, lambda: _read_hub("mteb/banking77", None, {"train": "train", "test": "test"}),
+            data_dir, BANKING77, read_banking77, lambda: read_hub("mteb/banking77", None, {"train": "train", "test": "test"}),
         )
         tweets, t_files = local_or_hub(
             data_dir, TWEETEVAL, read_tweeteval,
-            lambda: _read_hub("cardiffnlp/tweet_eval", "sentiment", {"train": "validation", "test": "test"}),
+            lambda: read_hub("cardiffnlp/tweet_eval", "sentiment", {"train": "validation", "test": "test"}),
         )
         return SuiteData({"banking77": banking, "tweeteval_sentiment": tweets}, {**b_files, **t_files})
 
     def train_texts(self, task: Task, data: SuiteData, config: MtebClfConfig) -> list[str]:
         """Both tasks' training texts together (paper 004 built one dictionary from all MTEB training sets)."""
-        return [t for name in self.tasks_by_name for t in data.splits[name]["train"].text]
+        return [t for name in self.task_names for t in data.splits[name]["train"].text]
 
-    def _task(self, name: str, splits: dict[str, Labeled], budget: ClfBudget, seed: int) -> tuple[LocalClassification, np.ndarray]:
+    def _task(self, name: str, splits: dict[str, Labeled], budget: ClfBudget, seed: int) -> tuple[Any, np.ndarray]:
         """The MTEB task over the budget's seeded test sample, and the sampled rows of the test file."""
+        from harness.suites.mteb_tasks import TASKS
+
         rows = np.arange(len(splits["test"].label))
         if budget.test_examples is not None and budget.test_examples < len(rows):
             rows = np.sort(np.random.default_rng(seed).permutation(len(rows))[: budget.test_examples])
         per_label = budget.samples_per_label or int(np.bincount(splits["train"].label).max())
-        task = self.tasks_by_name[name]({"train": splits["train"], "test": splits["test"].take(rows)}, per_label, budget.n_experiments, seed)
+        task = TASKS[name]({"train": splits["train"], "test": splits["test"].take(rows)}, per_label, budget.n_experiments, seed)
         return task, rows
 
     def score(self, task: Task, model: Any, tokenizer: Any, data: SuiteData, ctx: SuiteContext) -> SuiteResult:
-        import mteb
+        import mteb  # seconds to import: only scoring needs it (mteb_tasks and mteb_encoder subclass its classes)
+        from sklearn.exceptions import UndefinedMetricWarning
+
+        from harness.suites.mteb_encoder import CompressedEncoder, model_meta
+        from harness.suites.mteb_tasks import prediction_items
 
         budget = ctx.budget
         meta = model_meta(ctx.model, ctx.config_hash, model, budget.max_length)
         encoder = CompressedEncoder(model, tokenizer, meta, ctx.device, budget.max_length)
-        sampled = {name: self._task(name, data.splits[name], budget, ctx.seed) for name in self.tasks_by_name}
+        sampled = {name: self._task(name, data.splits[name], budget, ctx.seed) for name in self.task_names}
         tasks = {name: task for name, (task, _) in sampled.items()}
         predictions = ctx.workdir / "mteb_predictions"
         ctx.progress("mteb", 0, 1)
@@ -196,31 +122,7 @@ class MtebClassification(Suite):
         rng = np.random.default_rng(ctx.seed)
         scores, items, details = [], [], {"n_experiments": budget.n_experiments, "chance": "majority-class share of the scored test texts"}
         for name, (task, rows) in sampled.items():
-            items.append(_items(name, task, rows, predictions))
+            items.append(prediction_items(name, task, rows, predictions))
             scores.append(score_items([items[-1]], rng, chance=chance.majority(task.splits["test"].label), setting="linear-probe"))
             details[name] = {"train_examples": len(task.splits["train"].label), "samples_per_label": task.samples_per_label, "test_examples": len(rows)}
         return SuiteResult(scores, details, items)
-
-
-def _items(name: str, task: LocalClassification, rows: np.ndarray, folder: Path) -> ItemOutputs:
-    """Per test text: the share of MTEB's experiments that predicted its label (0/1 with one
-    experiment, which then also gives the predicted label), from MTEB's saved predictions."""
-    saved = json.loads((folder / task.prediction_file_name).read_text(encoding="utf-8"))
-    runs = np.asarray(saved["default"]["test"])  # (n_experiments, n_test)
-    gold = task.splits["test"].label
-    predicted = tuple(str(p) for p in runs[0]) if len(runs) == 1 else ()
-    return ItemOutputs(
-        name, "en", "test", "accuracy", tuple(str(r) for r in rows), tuple((runs == gold).mean(axis=0)),
-        predicted, tuple(str(g) for g in gold) if predicted else (),
-    )
-
-
-def _read_hub(hub_id: str, config: str | None, splits: dict[str, str]) -> dict[str, Labeled]:
-    """The hub copy, with the same split roles as the local files (``splits``: ours -> hub's)."""
-    from datasets import load_dataset
-
-    out = {}
-    for ours, theirs in splits.items():
-        ds = load_dataset(hub_id, config, split=theirs)
-        out[ours] = Labeled(list(ds["text"]), np.array(ds["label"], dtype=np.int64))
-    return out

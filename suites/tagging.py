@@ -26,8 +26,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 from harness.suites.finetune import finetune, predict, tagging_collator, tagging_features
-from seqeval.metrics import f1_score, precision_score, recall_score
-from seqeval.metrics.sequence_labeling import get_entities
 
 from harness.errors import DataError
 from harness.measure.metrics import Part, bootstrap_intervals
@@ -93,6 +91,8 @@ def read_bio(path: Path, labels: tuple[str, ...]) -> TaggedSentences:
 
 def entity_counts(gold: list[tuple[str, ...]], predicted: list[tuple[str, ...]]) -> np.ndarray:
     """(n, 3) per sentence: correct, predicted and gold entities (seqeval's entity extraction)."""
+    from seqeval.metrics.sequence_labeling import get_entities  # seqeval imports scikit-learn (a second)
+
     out = np.zeros((len(gold), 3), dtype=np.int64)
     for i, (g, p) in enumerate(zip(gold, predicted)):
         truth, guess = set(get_entities(list(g))), set(get_entities(list(p)))
@@ -111,6 +111,8 @@ def entity_scores(
     task: str, language: str, split: str, gold: list, predicted: list, counts: np.ndarray, rng: np.random.Generator, setting: str = "",
 ) -> list[Score]:
     """seqeval F1, precision and recall of one evaluation set, with bootstrap CIs over sentences."""
+    from seqeval.metrics import f1_score, precision_score, recall_score
+
     gold, predicted = [list(g) for g in gold], [list(p) for p in predicted]  # seqeval takes lists only
     values = {
         "f1": f1_score(gold, predicted, zero_division=0),

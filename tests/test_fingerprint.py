@@ -203,3 +203,25 @@ def test_a_declaration_must_be_a_literal_that_matches_files(tmp_path, monkeypatc
     module.write_text("import os\nSCORING_FILES = tuple(os.listdir('.'))\n")
     with pytest.raises(ValueError, match="literal tuple"):
         fingerprint.scoring_files("fpdemo_reader")
+
+
+def test_a_module_s_parse_is_read_from_the_cache_while_its_file_is_unchanged(demo, tmp_path, monkeypatch):
+    """The parse cache (``$HARNESS_CACHE_DIR/parsed``) answers for a file of the same path, size and
+    mtime; an edited file is parsed again."""
+    import os
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    root = demo("from fpdemo.helper import twice\ndef score(values):\n    return twice(max(values))\n")
+    first = _digest()
+    entries = list((tmp_path / "cache" / "parsed").glob("*.json"))
+    assert len(entries) == 2  # helper and scoring
+    for entry in entries:  # as if another process had parsed other code for these very file versions
+        saved = json.loads(entry.read_text())
+        entry.write_text(json.dumps({**saved, "text": saved["text"] + "#cached"}))
+    fingerprint._parse.cache_clear()
+    assert _digest() != first
+    st = (root / "scoring.py").stat()
+    os.utime(root / "scoring.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    (root / "helper.py").write_text("def twice(x):\n    return 2 * x\n")  # the same text, a new mtime
+    fingerprint._parse.cache_clear()
+    assert _digest() == first

@@ -180,7 +180,7 @@ def test_mteb_loader_reports_the_compressed_counts(cache_dir, tmp_path):
     from mteb.models import EncoderProtocol
 
     from harness.integrations import mteb as mteb_model
-    from harness.suites.mteb_clf import Banking77Local
+    from harness.suites.mteb_tasks import Banking77Local
 
     applied, info = _fit(tmp_path)
     encoder = mteb_model.load(cache_dir / info.key)

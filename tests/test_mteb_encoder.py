@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from harness.adapters.asg import AsgAdapter, AsgConfig
-from harness.suites.mteb_clf import Banking77Local
+from harness.suites.mteb_tasks import Banking77Local
 from harness.suites.mteb_encoder import CompressedEncoder, model_meta
 from mteb.models import EncoderProtocol
 from mteb.models.model_meta import ModelMeta

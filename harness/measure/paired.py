@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import binomtest
 
 from harness.measure.metrics import Part, percentile_interval, resampled_parts
 
@@ -51,6 +50,8 @@ def mcnemar_p(method_correct: np.ndarray, base_correct: np.ndarray) -> float:
     only; under the null each discordant item goes either way with probability 1/2, so the p-value
     is the two-sided binomial test of b successes in b + c trials (1.0 when there are none).
     """
+    from scipy.stats import binomtest  # a second of every command's start that only comparing needs
+
     method_correct, base_correct = np.asarray(method_correct, bool), np.asarray(base_correct, bool)
     b = int(np.sum(base_correct & ~method_correct))
     c = int(np.sum(method_correct & ~base_correct))

@@ -10,7 +10,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
-from transformers import get_linear_schedule_with_warmup
 
 from torch import nn
 
@@ -66,6 +65,8 @@ def train(loss: Callable[[torch.Tensor], torch.Tensor], groups: list[dict[str, A
           batch: int, steps: int, warmup: float, label: str, progress: ProgressFn = no_progress) -> list[float]:
     """``steps`` AdamW steps (weight decay 0) of ``loss(batch_of_blocks)`` over parameter ``groups``
     (``{"params": [...], "lr": lr}`` each); returns the loss per step."""
+    from transformers import get_linear_schedule_with_warmup  # its module imports the Trainer's stack (seconds)
+
     optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
     schedule = get_linear_schedule_with_warmup(optimizer, int(warmup * steps), steps)
     losses = []

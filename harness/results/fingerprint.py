@@ -19,7 +19,9 @@ Each module counts as its parsed source with docstrings removed, written by :fun
 formatting do not change the fingerprint, any change to the code does, and every supported Python
 computes the same one (``tests/test_fingerprint_portable.py`` pins it). Modules are
 located with :func:`importlib.util.find_spec` and never imported (parent packages are, and theirs
-are light), so the read side can tell stale from current without torch.
+are light), so the read side can tell stale from current without torch. A module's parse is kept in
+``$HARNESS_CACHE_DIR/parsed/`` under its path, size, mtime and the Python version, so a process that
+plans many runs (``harness list matrix``) parses only what changed since the last one.
 
 A counted module that reads files shipped beside it which decide scores declares them next to the
 reading code in a module-level :data:`DECLARATION` (``SCORING_FILES = ("gather_sum.cpp",)``: glob
@@ -35,7 +37,10 @@ import ast
 import hashlib
 import importlib.util
 import json
+import os
 import re
+import sys
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
@@ -195,7 +200,30 @@ def _parsed(name: str) -> _Parsed:
 @lru_cache(maxsize=None)
 def _parse(name: str, path: Path, mtime_ns: int, size: int) -> _Parsed:
     """A module's serialized tree and its imports (cached per file version: a long-running reader
-    sees an edited module)."""
+    sees an edited module), from the parse cache when this version of the file is in it."""
+    from harness.sources.models import cache_dir
+
+    key = json.dumps([name, str(path), mtime_ns, size, sys.version_info[:2]])
+    cached = cache_dir() / "parsed" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    try:
+        found = json.loads(cached.read_text(encoding="utf-8"))
+        if found["key"] == key:
+            return _Parsed(found["text"], tuple((b, tuple(n)) for b, n in found["imports"]), tuple(found["declared"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    parsed = _parse_file(name, path)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=".parsed-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"key": key, "text": parsed.text, "imports": parsed.imports, "declared": parsed.declared}, f)
+        os.replace(tmp, cached)
+    except OSError:  # a read-only cache: parsed again next time
+        pass
+    return parsed
+
+
+def _parse_file(name: str, path: Path) -> _Parsed:
     tree = normalized_tree(path)
     package = name if path.stem == "__init__" else name.rpartition(".")[0]
     imports = []

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -77,9 +77,16 @@ class UniMorph:
 
 
 def read_unimorph(path: Path) -> UniMorph:
-    """Read a UniMorph file (``lemma<TAB>form<TAB>features`` per line; blank lines skipped)."""
+    """Read a UniMorph file (``lemma<TAB>form<TAB>features`` per line; blank lines skipped), once per
+    version of the file in a process (planning checks it for every run it plans, the fit reads it)."""
     if not path.is_file():
         raise DataError(f"UniMorph file {path} not found; put the UniMorph 'eng' table there (lemma<TAB>form<TAB>features)")
+    st = path.stat()
+    return _read_unimorph(path.resolve(), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _read_unimorph(path: Path, size: int, mtime_ns: int) -> UniMorph:
     table: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
