@@ -38,7 +38,7 @@ lock:
 TEST_ENV := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false HARNESS_DATA_DIR=$${HARNESS_DATA_DIR:-$(abspath ../shared/data)}
 
 test:
-	$(TEST_ENV) $(BIN)/python -m pytest -q
+	$(TEST_ENV) $(BIN)/python -m pytest -q --durations=25
 
 # What every supported Python runs (CI: `make test` on one, this on the others; docs/python.md): the
 # fingerprint, store and results tests, the adapters' conformance cases, the CLI's error paths, the
