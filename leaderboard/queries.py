@@ -74,10 +74,10 @@ def landing(store: Store) -> Landing:
 def headline_rows(store: Store) -> pd.DataFrame:
     """The summary (:func:`harness.results.summary.read`) with, per run, ``baseline_variant`` (the
     configuration its %Base divides by: its baseline's variant; a baseline's own) and ``disclosure``
-    (the budget changes made after a method's score was seen that its %Base rests on, its own recipe's
-    and its baseline's, :func:`harness.results.disclosure.disclosures`; "" for none)."""
+    (the budget changes made after a method's score was seen that its %Base rests on: its own recipe's
+    and adapter budget's, then its baseline's, :func:`harness.results.disclosure.disclosures`; "" for none)."""
     rows = queries.headlines(store)
-    notes = dict(zip(rows.run_id, rows.recipe.map(disclosures)))
+    notes = {r: disclosures(recipe, budget) for r, recipe, budget in zip(rows.run_id, rows.recipe, rows.adapter_budget)}
     out = summary.with_run_facts(rows)
     variants = dict(zip(out.run_id, out.variant))
     base = out.baseline_run_id.fillna(out.run_id)

@@ -525,6 +525,16 @@ def test_a_budget_changed_after_a_score_was_seen_is_shown_beside_every_cell_rest
     assert SYMBOLS["disclosed"] not in _shown(plain).xnli[0]
 
 
+def test_a_budget_change_in_the_method_s_adapter_budget_is_shown_too(leaderboard_db, tmp_path, monkeypatch):
+    """``Budgets.disclosed`` in an adapter's budget table lands in the run's ``adapter_budget``, not its
+    recipe: the overview marks that run's cell all the same."""
+    note = "ASG fits on 2,000 texts, changed after its score was seen"
+    db = _copy(leaderboard_db, tmp_path, f"UPDATE runs SET adapter_budget = json_merge_patch(adapter_budget, '{json.dumps({'disclosed': note})}') WHERE adapter = 'asg'")
+    at = _render(db, monkeypatch)
+    assert _shown(at).xnli[0].endswith(f"{SYMBOLS['disclosed']}1")
+    assert any(f"{SYMBOLS['disclosed']}1 {note}" in c.value for c in at.caption)
+
+
 def test_the_efficiency_tab_shows_only_ratios_to_the_base_timed_in_the_same_run(leaderboard_db, tmp_path, monkeypatch):
     """the smoke ASG run timed the unchanged model beside its own (phase ``base:forward``): the
     tab draws that ratio, never the baseline run's absolute timing beside it; a run that timed no base of

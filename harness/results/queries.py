@@ -285,7 +285,8 @@ SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config
        s.pct_base, k.pct_base_ci_low, k.pct_base_ci_high, k.chance_adjusted_pct_base, k.p_value, k.flip_rate,
        k.n_paired, CASE WHEN {MARKERS["unpaired"][0]} THEN coalesce(k.unpaired, '{UNPAIRED}') END AS unpaired_reason,
        c.emb_param_fraction, c.storage_fraction, c.storage_bytes_after AS storage_bytes, r.baseline_run_id, r.finished_at,
-       CAST(r.recipe AS VARCHAR) AS recipe, CAST(r.fit_details AS VARCHAR) AS fit_details
+       CAST(r.recipe AS VARCHAR) AS recipe, CAST(r.adapter_budget AS VARCHAR) AS adapter_budget,
+       CAST(r.fit_details AS VARCHAR) AS fit_details
        {_MARKER_COLUMNS}
 FROM headline JOIN scores s ON s.rowid = headline.score_row JOIN runs r ON r.run_id = s.run_id
 LEFT JOIN compression c ON c.run_id = r.run_id
