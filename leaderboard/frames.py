@@ -167,15 +167,10 @@ def in_run_ratios(eff: pd.DataFrame) -> pd.DataFrame:
     """Timed phases of each method configuration's newest run (``eff`` in finishing order, as
     :func:`harness.results.queries.efficiency` gives it) whose base was timed in the same process, in
     alternating rounds (the run's ``base:<phase>``), with method / base for p50 latency, throughput and
-    peak memory. Left out:
-    the baselines' own phases (each is the base) and a phase whose base figures are a baseline run's,
-    timed in another process (:func:`harness.results.queries.efficiency` gives them where a run timed
-    no base of its own): they are that baseline row's stored values exactly."""
-    methods, bases = eff[eff.adapter.ne("none")], eff[eff.adapter.eq("none")]
-    methods = methods.drop_duplicates(["adapter", "config", *TIMING_KEYS], keep="last")  # the newest run of a configuration (rows by finish time)
-    copied = bases[TIMING_KEYS + ["p50_ms", "throughput", "peak_mem_mb"]].rename(columns=lambda c: c if c in TIMING_KEYS else f"base_{c}")
-    other = methods.merge(copied.drop_duplicates(), how="left", indicator=True)["_merge"].eq("both").to_numpy()
-    rows = methods[~other]
+    peak memory. Left out: the baselines' own phases (each is the base) and a phase timed with no base
+    beside it (its base columns are NULL)."""
+    methods = eff[eff.adapter.ne("none")]
+    rows = methods.drop_duplicates(["adapter", "config", *TIMING_KEYS], keep="last")  # the newest run of a configuration (rows by finish time)
     return rows.assign(
         latency_ratio=rows.p50_ms / rows.base_p50_ms,
         throughput_ratio=rows.throughput / rows.base_throughput,

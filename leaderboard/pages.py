@@ -156,9 +156,8 @@ def languages(scores: pd.DataFrame) -> None:
 
 def efficiency(eff: pd.DataFrame, kept: pd.Series, colours: dict[str, str]) -> None:
     """Each method run's speed and memory as ratios to the unchanged model timed in the same process
-    (:func:`harness.leaderboard.frames.in_run_ratios`, of every run of the view: the baseline runs tell
-    which base figures are theirs), of the runs ``kept`` (the sidebar's filters); absolute figures only
-    in a run's own detail."""
+    (:func:`harness.leaderboard.frames.in_run_ratios`), of the runs ``kept`` (the sidebar's filters);
+    absolute figures only in a run's own detail."""
     ratios = frames.in_run_ratios(eff)
     eff, ratios = eff[eff.run_id.isin(kept)], ratios[ratios.run_id.isin(kept)]
     if ratios.empty:

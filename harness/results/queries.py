@@ -326,13 +326,14 @@ def scores(store: Readable, where: RunFilter) -> pd.DataFrame:
 
 
 def efficiency(store: Readable, where: RunFilter) -> pd.DataFrame:
-    """Timed phases of finished runs, each beside the unchanged model's (``base_`` p50_ms, throughput,
-    peak_mem_mb: same phase and shape, timed inside the same run as phase ``base:<phase>`` where recorded,
-    else the baseline run's), with the device: run_id, model, adapter, config, fit_details, recipe, suite,
-    profile, seed, device, phase, batch, seq_len, p50_ms, p95_ms, throughput, peak_mem_mb and the three base columns."""
+    """Timed phases of finished runs, each beside the unchanged model's timed inside the same run, in
+    the same process (``base_`` p50_ms, throughput, peak_mem_mb: phase ``base:<phase>`` of the same shape;
+    NULL where the run timed no base beside it, never another run's figures), with the device: run_id,
+    model, adapter, config, fit_details, recipe, suite, profile, seed, device, phase, batch, seq_len,
+    p50_ms, p95_ms, throughput, peak_mem_mb and the three base columns."""
     conditions, params = where.sql("r.")
     timed = ["r.status = 'finished'", "e.phase NOT LIKE 'base:%'", *conditions]
-    base = "coalesce(s.{0}, b.{0}) AS base_{0}"
+    base = "s.{0} AS base_{0}"
     return _frame(store, (
         "SELECT r.run_id, r.model, r.adapter, CAST(r.adapter_config AS VARCHAR) AS config, CAST(r.fit_details AS VARCHAR) AS fit_details, "
         "CAST(r.recipe AS VARCHAR) AS recipe, r.suite, r.profile, r.seed, r.device, e.phase, e.batch, e.seq_len, e.p50_ms, e.p95_ms, e.throughput, e.peak_mem_mb, "
@@ -340,8 +341,6 @@ def efficiency(store: Readable, where: RunFilter) -> pd.DataFrame:
         "FROM efficiency e JOIN runs r USING (run_id) "
         "LEFT JOIN efficiency s ON s.run_id = e.run_id AND s.phase = 'base:' || e.phase "
         "AND s.batch = e.batch AND s.seq_len = e.seq_len "
-        "LEFT JOIN efficiency b ON b.run_id = coalesce(r.baseline_run_id, r.run_id) "
-        "AND b.phase = e.phase AND b.batch = e.batch AND b.seq_len = e.seq_len "
         f"WHERE {' AND '.join(timed)} "
         "ORDER BY r.finished_at, e.phase"), params)
 
