@@ -134,7 +134,7 @@ def runs(store: Readable, where: RunFilter = RunFilter()) -> pd.DataFrame:
     return _frame(store, (
         "SELECT run_id, status, model, adapter, CAST(adapter_config AS VARCHAR) AS config, suite, profile, seed, "
         "round(wall_s, 1) AS wall_s, started_at, error, CAST(fit_details AS VARCHAR) AS fit_details, "
-        f"CAST(recipe AS VARCHAR) AS recipe FROM runs {clause} ORDER BY started_at DESC"), params)
+        f"CAST(recipe AS VARCHAR) AS recipe FROM runs {clause} ORDER BY started_at DESC, run_id DESC"), params)
 
 
 def finished_runs(store: Readable) -> pd.DataFrame:
@@ -204,16 +204,17 @@ def results(store: Readable, where: RunFilter) -> pd.DataFrame:
 def results_over_seeds(store: Readable, where: RunFilter) -> pd.DataFrame:
     """One row per configuration and score (:data:`CONFIGURATION`) over its seeds, the newest run of each
     seed counting: seeds, seed_list, ``<c>_mean`` and ``<c>_sd`` of each :data:`SEED_AVERAGED` column,
-    baseline_above_chance (for every seed), emb_param_fraction, model_param_fraction, recipe, fit_details."""
+    baseline_above_chance (for every seed), and the lowest seed's emb_param_fraction, model_param_fraction, recipe, fit_details."""
     clause, params = where.where()
     stats = ", ".join(f"avg({c}) AS {c}_mean, stddev_samp({c}) AS {c}_sd" for c in SEED_AVERAGED)
     return _frame(store, (
         f"SELECT {', '.join(CONFIGURATION)}, count(*) AS seeds, list(seed ORDER BY seed) AS seed_list, {stats}, "
-        "bool_and(baseline_above_chance) AS baseline_above_chance, any_value(emb_param_fraction) AS emb_param_fraction, "
-        "any_value(model_param_fraction) AS model_param_fraction, "
-        "any_value(recipe) AS recipe, any_value(fit_details) AS fit_details "
-        f"FROM (SELECT *, row_number() OVER (PARTITION BY variant, seed, task, language, split, metric ORDER BY finished_at DESC) AS newest "
-        f"FROM {_SOURCE} {clause}) WHERE newest = 1 GROUP BY {', '.join(CONFIGURATION)} ORDER BY suite, model, adapter, config, task, language, metric"
+        "bool_and(baseline_above_chance) AS baseline_above_chance, arg_min(emb_param_fraction, seed) AS emb_param_fraction, "
+        "arg_min(model_param_fraction, seed) AS model_param_fraction, "
+        "arg_min(recipe, seed) AS recipe, arg_min(fit_details, seed) AS fit_details "
+        f"FROM (SELECT *, row_number() OVER (PARTITION BY variant, seed, task, language, split, metric ORDER BY finished_at DESC, run_id DESC) AS newest "
+        f"FROM {_SOURCE} {clause}) WHERE newest = 1 GROUP BY {', '.join(CONFIGURATION)} "
+        "ORDER BY suite, model, adapter, config, variant, profile, task, language, split, metric, setting"
     ), params)
 
 
@@ -229,7 +230,7 @@ FROM runs r JOIN scores s USING (run_id) LEFT JOIN compression c USING (run_id)
 LEFT JOIN comparisons k ON k.run_id = s.run_id AND k.task = s.task AND k.language = s.language AND k.split = s.split AND k.metric = s.metric
 WHERE r.status = 'finished' AND r.adapter = ? AND r.suite = ? AND s.task = ? AND s.language = ? AND s.metric = ?
   AND NOT list_contains(?, r.run_id)
-ORDER BY r.finished_at DESC
+ORDER BY r.finished_at DESC, r.run_id, s.split
 """, [adapter, suite, task, language, metric, hidden])
 
 
@@ -342,7 +343,7 @@ def efficiency(store: Readable, where: RunFilter) -> pd.DataFrame:
         "LEFT JOIN efficiency s ON s.run_id = e.run_id AND s.phase = 'base:' || e.phase "
         "AND s.batch = e.batch AND s.seq_len = e.seq_len "
         f"WHERE {' AND '.join(timed)} "
-        "ORDER BY r.finished_at, e.phase"), params)
+        "ORDER BY r.finished_at, r.run_id, e.phase, e.batch, e.seq_len"), params)
 
 
 def headline_items(store: Readable, run_ids: tuple[str, ...], task: str, metric: str) -> dict[str, list[ItemOutputs]]:
@@ -374,4 +375,4 @@ def paper_points(store: Readable, suites: tuple[str, ...], pareto: bool = True) 
         "config, suite, task, setting, metric) AS languages FROM paper_results) "
         f"WHERE list_contains(?, suite) AND method <> 'baseline' AND {plotted} "
         "AND (coalesce(language, 'avg') = 'avg' OR languages = 1) "
-        'ORDER BY paper, "table", base_model, method, config'), [list(suites), *quality]))
+        'ORDER BY paper, "table", base_model, method, config, suite, task, setting, metric, value'), [list(suites), *quality]))
