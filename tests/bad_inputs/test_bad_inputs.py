@@ -373,11 +373,14 @@ def test_nan_training_loss(shared_db, tmp_path, minilm_ref):
 
 
 def test_sigint_mid_run(shared_db):
-    """Ctrl-C while the baseline of a new seed fine-tunes: exit 130, one line, the run recorded failed."""
+    """Ctrl-C while the baseline of a new seed fine-tunes: exit 130, one line, the run recorded failed.
+    At the quick profile (78 steps, minutes): a smoke baseline's 3 steps could all end, and the run with
+    them, before a busy machine delivers the signal."""
     db, digest = shared_db
     records = db.with_name(db.stem + ".records")
     before = set(records.glob("*.json"))
-    proc = subprocess.Popen([HARNESS, *RUN, "--adapter", "none", "--seed", "99", "--db", str(db)], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    quick = [*BASE, "--model", "minilm", "--profile", "quick"]
+    proc = subprocess.Popen([HARNESS, *quick, "--adapter", "none", "--seed", "99", "--db", str(db)], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     seen = []
     for line in proc.stderr:  # a progress line per step: interrupt once fine-tuning has begun (a quiet
         seen.append(line)     # machine finishes a smoke baseline in 5 s, so a fixed delay could miss it)
