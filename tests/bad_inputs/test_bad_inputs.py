@@ -372,6 +372,14 @@ def test_nan_training_loss(shared_db, tmp_path, minilm_ref):
     _assert_intact(db, digest)
 
 
+def _as_at_a_terminal() -> None:
+    """The child's SIGINT as a terminal's foreground job has it: default and unblocked. A worker
+    process that earlier tests left with SIGINT ignored or blocked (a multiprocessing helper started
+    from it) would hand that on, and Ctrl-C would never reach the run."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_mid_run(shared_db):
     """Ctrl-C while the baseline of a new seed fine-tunes: exit 130, one line, the run recorded failed.
     At the quick profile (78 steps, minutes): a smoke baseline's 3 steps could all end, and the run with
@@ -380,7 +388,8 @@ def test_sigint_mid_run(shared_db):
     records = db.with_name(db.stem + ".records")
     before = set(records.glob("*.json"))
     quick = [*BASE, "--model", "minilm", "--profile", "quick"]
-    proc = subprocess.Popen([HARNESS, *quick, "--adapter", "none", "--seed", "99", "--db", str(db)], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([HARNESS, *quick, "--adapter", "none", "--seed", "99", "--db", str(db)], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=_as_at_a_terminal)
     seen = []
     for line in proc.stderr:  # a progress line per step: interrupt once fine-tuning has begun (a quiet
         seen.append(line)     # machine finishes a smoke baseline in 5 s, so a fixed delay could miss it)
