@@ -188,6 +188,8 @@ def from_yaml(path: str | Path, data_dir: str | None = None, device: str = "auto
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise ConfigError(f"{path} is not valid YAML{where}; check its indentation and colons") from None
+    except RecursionError:  # PyYAML's parser recurses once per level of nesting
+        raise ConfigError(f"{path} nests its YAML too deeply to read; a sweep file is a mapping of lists a few levels deep") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path} must be a YAML mapping with suites, adapters, ...; see `harness sweep --help`")
     unknown = set(doc) - _TOP_KEYS
