@@ -4,8 +4,9 @@ A registry reads its group once, loads an entry lazily on first use, checks it a
 class and its declared ``name``, and remembers the distribution (package and version) it came from
 for the run record. The setting keys of an entry's config are remembered across processes
 (``$HARNESS_CACHE_DIR/settings.json``, stamped by the code they were read from), so a bad ``--set``
-is refused without importing the entry and torch with it. A plugin that fails to import, is not a subclass of the contract, or declares
-another name than its entry-point key is reported in one line naming its package.
+is refused without importing the entry and torch with it. A plugin that fails to import, is not a
+subclass of the contract, or declares another name than its entry-point key is reported in one line
+naming its package.
 """
 
 from __future__ import annotations
