@@ -14,15 +14,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import json
-import os
-import tempfile
 from dataclasses import dataclass
 from functools import cached_property
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from harness import cachefile
 from harness.errors import PluginError, UnknownNameError, did_you_mean
 
 if TYPE_CHECKING:
@@ -95,22 +93,12 @@ class Registry(Generic[T]):
         from harness.sources.models import cache_dir
 
         path, key, stamp = cache_dir() / "settings.json", f"{self.group}:{name}", self._stamp(name)
-        try:
-            known = json.loads(path.read_text())
-        except (OSError, ValueError):
-            known = {}
+        known = cachefile.read(path)
+        known = known if isinstance(known, dict) else {}
         if isinstance(known.get(key), dict) and known[key].get("stamp") == stamp:
             return list(known[key]["keys"])
         keys = list(config_fields(self.get(name).config_class))
-        known[key] = {"stamp": stamp, "keys": keys}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".settings-")
-            with os.fdopen(fd, "w") as f:
-                json.dump(known, f)
-            os.replace(tmp, path)
-        except OSError:  # a read-only cache only costs the next refusal its imports
-            pass
+        cachefile.write(path, {**known, key: {"stamp": stamp, "keys": keys}})
         return keys
 
     def _stamp(self, name: str) -> str:

@@ -37,14 +37,14 @@ import ast
 import hashlib
 import importlib.util
 import json
-import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
+
+from harness import cachefile
 
 PROTOCOL = (
     "harness.runner.pipeline", "harness.measure.metrics", "harness.measure.paired", "harness.measure.compare",
@@ -205,21 +205,14 @@ def _parse(name: str, path: Path, mtime_ns: int, size: int) -> _Parsed:
 
     key = json.dumps([name, str(path), mtime_ns, size, sys.version_info[:2]])
     cached = cache_dir() / "parsed" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    found = cachefile.read(cached)
     try:
-        found = json.loads(cached.read_text(encoding="utf-8"))
         if found["key"] == key:
             return _Parsed(found["text"], tuple((b, tuple(n)) for b, n in found["imports"]), tuple(found["declared"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):  # none, or not what this writes
         pass
     parsed = _parse_file(name, path)
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=".parsed-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"key": key, "text": parsed.text, "imports": parsed.imports, "declared": parsed.declared}, f)
-        os.replace(tmp, cached)
-    except OSError:  # a read-only cache: parsed again next time
-        pass
+    cachefile.write(cached, {"key": key, "text": parsed.text, "imports": parsed.imports, "declared": parsed.declared})
     return parsed
 
 
