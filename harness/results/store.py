@@ -241,11 +241,14 @@ class Store:
 
     def replace_paper_results(self, rows: list[PaperResult]) -> None:
         """Replace the papers' reported numbers in one transaction (loading twice changes nothing)."""
+        names = [f.name for f in dataclasses.fields(PaperResult)]
+        # one frame inserted by name (executemany takes about 1.5 ms a row); object columns keep None as NULL
+        frame = pd.DataFrame({n: pd.Series([getattr(r, n) for r in rows], dtype=object) for n in names})
         with self._write() as con:
             con.execute("DELETE FROM paper_results")
-            names = [f.name for f in dataclasses.fields(PaperResult)]
-            columns, marks = ", ".join(f'"{n}"' for n in names), ", ".join("?" for _ in names)
-            con.executemany(f"INSERT INTO paper_results ({columns}) VALUES ({marks})", [dataclasses.astuple(r) for r in rows])
+            con.register("new_paper_results", frame)
+            con.execute("INSERT INTO paper_results BY NAME SELECT * FROM new_paper_results")
+            con.unregister("new_paper_results")
 
     @staticmethod
     def _upsert(con: duckdb.DuckDBPyConnection, rec: RunRecord) -> None:
