@@ -55,11 +55,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.fixture(scope="session", autouse=True)
-def fit_cache(tmp_path_factory) -> Path:
-    """The session's fit cache folder, one for all its workers (set before any session fixture runs a fit)."""
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory) -> Path:
+    """A folder every worker of the session shares. A store here is filled once: the first worker to
+    need a run makes it, and the runner's run lock makes any other wait for it and reuse it, as two
+    users' processes on one database would."""
     base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "fits"
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def baselines_store(shared_dir):
+    """The session's store of unchanged-model smoke runs (one per suite, model and settings), made once
+    for its workers: the suite contract and the lm_eval task tests read the same run."""
+    from harness.results.store import Store
+
+    return Store(shared_dir / "baselines.duckdb")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fit_cache(shared_dir) -> Path:
+    """The session's fit cache folder, one for all its workers (set before any session fixture runs a fit)."""
+    folder = shared_dir / "fits"
     folder.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HARNESS_FIT_CACHE", str(folder))
@@ -131,16 +148,18 @@ def tiny_decoder():
 
 
 @pytest.fixture(scope="session")
-def smoke_db(tmp_path_factory, data_dir) -> Path:
+def smoke_db(shared_dir, data_dir) -> Path:
     """A results database filled by real smoke runs: baseline + ASG (k=256) on MiniLM / XNLI.
 
-    Session-scoped so every test that reads a store (results, leaderboard) shares one pair of runs.
+    One for the session's workers (:func:`shared_dir`): every test that reads a store (results,
+    leaderboard) shares one pair of runs; a test that writes works on a copy.
     """
     from typer.testing import CliRunner
 
     from harness.cli import app
 
-    db = tmp_path_factory.mktemp("smoke") / "results.duckdb"
+    (shared_dir / "smoke").mkdir(exist_ok=True)
+    db = shared_dir / "smoke" / "results.duckdb"
     args = ["run", "--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--profile", "smoke", "--set", "k=256", "--db", str(db)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

@@ -12,6 +12,7 @@ full precision reproducing the base (int8), and the refusals of what cannot run.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import shutil
@@ -86,6 +87,30 @@ def test_kind_and_table_come_from_metadata(family, family_dir, tmp_path, monkeyp
     assert ref.shape.hidden_size == 32 and ref.pooling == "cls" and not (tmp_path / "cache").exists()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _corpora_read_once():
+    """Every family fits on the same fit corpus: it is read from the data directory once for the matrix
+    (a frozen :class:`corpora.Corpus`), not once a case."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(corpora, "load", functools.cache(corpora.load))
+        yield
+
+
+@pytest.fixture(scope="session")
+def suite_data():
+    """A plan -> its suite's data, read once per suite and settings in this worker: every family and
+    adapter scores the same data, as one ``harness run``'s baseline and method share it."""
+    prepared = {}
+
+    def get(p):
+        key = (p.suite.name, repr(p.suite_config), repr(p.suite_budget), str(p.data_dir))
+        if key not in prepared:
+            prepared[key] = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget)
+        return prepared[key]
+
+    return get
+
+
 def _cases():
     for family in FAMILIES:
         for name in BUILT_IN:
@@ -102,7 +127,7 @@ def short_text(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize("family, name", list(_cases()))
-def test_every_adapter_on_every_family(family, name, family_dir, short_text, tmp_path):
+def test_every_adapter_on_every_family(family, name, family_dir, short_text, suite_data, tmp_path):
     """Refused in one line, or fitted, timed, trained and scored at the smoke profile by the run's pipeline."""
     kind, folder = BY_NAME[family].kind, family_dir(family)
     corpus = (f"suite.corpus={short_text}",) if SUITE[kind] == "bpb" else ()
@@ -114,8 +139,7 @@ def test_every_adapter_on_every_family(family, name, family_dir, short_text, tmp
         assert message == REFUSED[kind, name].format(dir=folder) and "\n" not in message
         return
     p = plan(request)
-    data = p.suite.prepare(p.data_dir, p.suite_config, p.suite_budget)
-    produced = Pipeline(p, p.spec, p.adapter, tmp_path, no_progress).run(data)
+    produced = Pipeline(p, p.spec, p.adapter, tmp_path, no_progress).run(suite_data(p))
     report = produced.compression
     assert report.embedding_params_before > 0 and report.storage_bytes_after > 0
     if name in ("asg", "ksub", "lowrank") or (name == "sg" and kind == "encoder"):  # sg keeps a decoder's head dense

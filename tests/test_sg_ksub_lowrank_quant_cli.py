@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from typer.testing import CliRunner
 
@@ -26,8 +28,11 @@ STORAGE = {  # bytes after, id maps and scales included
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    return tmp_path_factory.mktemp("more-adapters") / "results.duckdb"
+def db(smoke_db, tmp_path_factory):
+    """A copy of the session's smoke store: the methods share its baseline, as they would a user's."""
+    db = tmp_path_factory.mktemp("more-adapters") / "results.duckdb"
+    shutil.copy(smoke_db, db)
+    return db
 
 
 @pytest.mark.slow
@@ -49,7 +54,7 @@ def test_smoke_run_end_to_end(db, data_dir, adapter):
     phases = {e.phase: e for e in record.efficiency}
     assert set(phases) == {"forward", BASE_PHASE + "forward"}  # the unchanged model is timed in the same run
     assert all(e.throughput > 0 for e in phases.values())
-    assert read_sql(store.path, "SELECT count(*) AS n FROM runs WHERE adapter = 'none'").n[0] == 1  # one shared baseline
+    assert read_sql(store.path, "SELECT count(*) AS n FROM runs WHERE adapter = 'none'").n[0] == 1  # the stored baseline, reused
 
 
 @pytest.mark.parametrize(

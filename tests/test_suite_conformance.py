@@ -4,6 +4,7 @@ the baseline's %Base is 100, per-item outputs are aligned and reproduce the scor
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -13,7 +14,6 @@ from harness.measure import chance
 from harness.measure.compare import items_behind
 from harness.errors import DataError
 from harness.registry import SUITES
-from harness.results.store import Store
 from harness.runner.run import RunRequest, execute
 from harness.sources import corpora
 from harness.sources.data import data_root, revisions
@@ -39,7 +39,7 @@ def _built_in_suites() -> list[str]:
 
 
 @pytest.mark.parametrize("name", _built_in_suites())
-def test_suite_smoke_run_keeps_the_contract(name, tmp_path):
+def test_suite_smoke_run_keeps_the_contract(name, baselines_store, tmp_path):
     suite = SUITES.get(name)()
     try:
         revisions(data_root(), suite.sources(suite.config_class(), suite.budgets.smoke))
@@ -48,8 +48,8 @@ def test_suite_smoke_run_keeps_the_contract(name, tmp_path):
             raise
         pytest.skip(str(err))
     model = _smallest(suite, tmp_path)
-    (outcome,) = execute(RunRequest(name, "none", model=model, profile="smoke"), Store(tmp_path / "r.duckdb"))
-    rec = outcome.record
+    (outcome,) = execute(RunRequest(name, "none", model=model, profile="smoke"), baselines_store)  # made, or another test's reused
+    rec = dataclasses.replace(outcome.record, items=baselines_store.items(outcome.record.run_id))
     assert rec.status == "finished" and rec.scores and outcome.stored
     read = {Path(f).as_posix() for f in rec.provenance.data_files}
     assert rec.spec.data and all(any(f.endswith(declared) for declared in rec.spec.data) for f in read)  # sources() covers prepare()

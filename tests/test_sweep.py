@@ -115,16 +115,19 @@ def test_kill_9_loses_no_finished_point_and_the_rerun_runs_only_the_rest(resumed
     assert status.stdout.splitlines()[0] == "sweep: 4/4 done, 0 running, 0 failed, 0 pending; ETA 0m00s"
 
 
-def test_ray_backend_gives_the_scores_of_the_local_sweep(resumed_sweep, tmp_path):
-    """A 2-point sweep (baseline, then asg k=64 once the baseline is in) as Ray tasks on a local Ray instance, on a fresh DB."""
+def test_ray_backend_gives_the_scores_of_the_local_sweep(resumed_sweep, smoke_db, tmp_path):
+    """asg k=64 as a Ray task on a local Ray instance, from a copy of the smoke database: the stored
+    baseline, with its per-item outputs, travels to the task as its argument (as a baseline a sweep has
+    just made does); the scores are those the local sweep gave."""
     pytest.importorskip("ray")
     local_db, *_ = resumed_sweep
     db = tmp_path / "ray.duckdb"
+    shutil.copy(smoke_db, db)
     args = [HARNESS, "sweep", *SWEEP, "--grid", "k=64", "--backend", "ray", "--db", str(db)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
-    assert "2 points (1 baselines), 0 already stored, 2 to run on ray" in proc.stderr
-    assert sorted(_finished_hashes(db).values()) == [1, 1]
+    assert "2 points (1 baselines), 1 already stored, 1 to run on ray" in proc.stderr
+    assert sorted(_finished_hashes(db).values()) == [1, 1, 1]  # the smoke baseline and asg k=256, and k=64
     assert not list(db.with_name("ray.records").glob("*.lease"))
     sql = ("SELECT r.config_hash, s.task, s.language, s.metric, s.value FROM scores s JOIN runs r USING (run_id) "
            "WHERE r.status = 'finished' ORDER BY ALL")
