@@ -73,6 +73,13 @@ def baselines_store(shared_dir):
     return Store(shared_dir / "baselines.duckdb")
 
 
+def with_items(store, record):
+    """``record`` with its per-item outputs read from ``store`` (a reused run's stay there)."""
+    import dataclasses
+
+    return dataclasses.replace(record, items=store.items(record.run_id))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def fit_cache(shared_dir) -> Path:
     """The session's fit cache folder, one for all its workers (set before any session fixture runs a fit)."""

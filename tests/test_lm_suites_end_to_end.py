@@ -7,8 +7,6 @@ m so that k-means stays cheap.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 from harness.suites.lm_eval import AVERAGE_TASK, PAPER003, PAPER_AVERAGE
@@ -18,7 +16,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.results.store import Store
 from harness.runner.run import RunRequest, execute
-from tests.conftest import assert_items_reproduce_scores, read_sql
+from tests.conftest import assert_items_reproduce_scores, read_sql, with_items
 
 SMALL_ASG = ("k=64", "m=8", "niter=5")
 
@@ -116,7 +114,7 @@ def paper003_smoke(baselines_store):
     """One smoke run of paper 003's seven tasks (3 scored documents each, 1 in-context example), made
     once for the session's workers: whoever comes second reuses the stored run."""
     (out,) = execute(RunRequest("lm_eval", "none", profile="smoke"), baselines_store)
-    return dataclasses.replace(out.record, items=baselines_store.items(out.record.run_id))  # a reused run's items stay in the store
+    return with_items(baselines_store, out.record)
 
 
 @pytest.mark.parametrize("task", PAPER003)

@@ -4,7 +4,6 @@ the baseline's %Base is 100, per-item outputs are aligned and reproduce the scor
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from harness.registry import SUITES
 from harness.runner.run import RunRequest, execute
 from harness.sources import corpora
 from harness.sources.data import data_root, revisions
-from tests.conftest import assert_items_reproduce_scores
+from tests.conftest import assert_items_reproduce_scores, with_items
 from tests.families import BY_NAME, build, sentencepiece_tokenizer
 
 SMALLEST = {"encoder": "minilm", "decoder": "smollm2"}
@@ -49,7 +48,7 @@ def test_suite_smoke_run_keeps_the_contract(name, baselines_store, tmp_path):
         pytest.skip(str(err))
     model = _smallest(suite, tmp_path)
     (outcome,) = execute(RunRequest(name, "none", model=model, profile="smoke"), baselines_store)  # made, or another test's reused
-    rec = dataclasses.replace(outcome.record, items=baselines_store.items(outcome.record.run_id))
+    rec = with_items(baselines_store, outcome.record)
     assert rec.status == "finished" and rec.scores and outcome.stored
     read = {Path(f).as_posix() for f in rec.provenance.data_files}
     assert rec.spec.data and all(any(f.endswith(declared) for declared in rec.spec.data) for f in read)  # sources() covers prepare()

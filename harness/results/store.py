@@ -246,9 +246,7 @@ class Store:
         frame = pd.DataFrame({n: pd.Series([getattr(r, n) for r in rows], dtype=object) for n in names})
         with self._write() as con:
             con.execute("DELETE FROM paper_results")
-            con.register("new_paper_results", frame)
-            con.execute("INSERT INTO paper_results BY NAME SELECT * FROM new_paper_results")
-            con.unregister("new_paper_results")
+            _insert_frame(con, "paper_results", frame)
 
     @staticmethod
     def _upsert(con: duckdb.DuckDBPyConnection, rec: RunRecord) -> None:
@@ -269,9 +267,7 @@ class Store:
                 [rec.run_id, *dataclasses.astuple(c), c.emb_param_fraction, c.storage_fraction],
             )
         if rec.items:
-            con.register("new_items", _items_frame(rec))
-            con.execute("INSERT INTO items BY NAME SELECT * FROM new_items")
-            con.unregister("new_items")
+            _insert_frame(con, "items", _items_frame(rec))
         for e in rec.efficiency:
             con.execute(
                 "INSERT INTO efficiency VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -353,6 +349,13 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, writing: bool) -> 
         )
     if version > SCHEMA_VERSION:
         raise StoreError(f"{path} has results schema v{version}, this harness uses v{SCHEMA_VERSION}; move it aside or pass --db NEW.duckdb")
+
+
+def _insert_frame(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame) -> None:
+    """Append ``frame``'s rows to ``table``, columns matched by name."""
+    con.register(f"new_{table}", frame)
+    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM new_{table}")
+    con.unregister(f"new_{table}")
 
 
 def _items_frame(rec: RunRecord) -> pd.DataFrame:
