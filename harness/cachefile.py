@@ -1,4 +1,4 @@
-"""JSON files under ``$HARNESS_CACHE_DIR`` that save work (the registry's setting keys, the fingerprint's
+"""JSON files under ``$HARNESS_CACHE_DIR`` that save work (the registry's settings, the fingerprint's
 module parses): read as absent when missing or unreadable, written atomically and best-effort, so a
 read-only or full disk only costs recomputing them."""
 

@@ -50,30 +50,46 @@ def route_settings(pairs: dict[str, str], adapter_keys: list[str], suite_keys: l
     return to_adapter, to_suite
 
 
-def _coerce(name: str, raw: str, hint: Any) -> Any:
-    origin = get_origin(hint)
-    optional = [a for a in get_args(hint) if a is not type(None)] if type(None) in get_args(hint) else []
-    if len(optional) == 1:  # ``int | None``: "none" gives None, anything else parses as the other type
-        return None if raw.lower() == "none" else _coerce(name, raw, optional[0])
-    if origin is Literal:
-        choices = get_args(hint)
-        if raw not in choices:
-            raise ConfigError(f"--set {name}={raw} is not one of {', '.join(map(str, choices))}")
+def setting_type(hint: Any) -> dict[str, Any]:
+    """A field's type annotation as the JSON-able form :func:`coerce` reads (and the registry caches, so
+    a bad value is refused without importing the config's class): ``{"type": "int"}``, ``"float"``,
+    ``"bool"`` or ``"str"``; ``{"choices": [...]}`` for a Literal; ``"optional": true`` for ``X | None``;
+    ``{"type": None}`` for a type the command line cannot give."""
+    args = get_args(hint)
+    others = [a for a in args if a is not type(None)]
+    if type(None) in args and len(others) == 1:
+        return {**setting_type(others[0]), "optional": True}
+    if get_origin(hint) is Literal:
+        return {"choices": list(args)}
+    return {"type": next((name for name, t in _SCALARS.items() if hint is t), None)}
+
+
+_SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def coerce(name: str, raw: str, kind: dict[str, Any]) -> Any:
+    """``--set name=raw`` parsed as the setting's type (:func:`setting_type`); a value it cannot be is a ConfigError."""
+    if kind.get("optional"):  # ``int | None``: "none" gives None, anything else parses as the other type
+        return None if raw.lower() == "none" else coerce(name, raw, {**kind, "optional": False})
+    if "choices" in kind:
+        if raw not in kind["choices"]:
+            raise ConfigError(f"--set {name}={raw} is not one of {', '.join(map(str, kind['choices']))}")
         return raw
-    if hint is bool:
+    scalar = kind.get("type")
+    if scalar == "bool":
         low = raw.lower()
         if low in _TRUE | _FALSE:
             return low in _TRUE
         raise ConfigError(f"--set {name}={raw} is not a boolean; use true or false")
-    if hint in (int, float):
+    if scalar in ("int", "float"):
         try:
-            value = hint(raw)
+            value = _SCALARS[scalar](raw)
         except ValueError:
-            raise ConfigError(f"--set {name}={raw} is not {'an integer' if hint is int else 'a number'}") from None
-        if hint is float and not math.isfinite(value):  # float() reads nan, inf and 1e309; no setting means them
+            raise ConfigError(f"--set {name}={raw} is not {'an integer' if scalar == 'int' else 'a number'}") from None
+        if scalar == "float" and not math.isfinite(value):  # float() reads nan, inf and 1e309; no setting means them
             raise ConfigError(f"--set {name}={raw} is not a finite number")
         return value
-    if hint is str:
+    if scalar == "str":
         return raw
     raise ConfigError(f"--set {name} cannot be set from the command line")
 
@@ -92,7 +108,7 @@ def build_config(cls: type, values: dict[str, str], owner: str) -> Any:
         if key not in fields:
             valid = ", ".join(fields) or "none"
             raise ConfigError(f"--set {key} is not a setting of {owner}; {did_you_mean(key, fields)}valid keys: {valid}")
-        kwargs[key] = _coerce(key, raw, fields[key])
+        kwargs[key] = coerce(key, raw, setting_type(fields[key]))
     try:
         return cls(**kwargs)
     except ConfigError:

@@ -2,9 +2,9 @@
 
 A registry reads its group once, loads an entry lazily on first use, checks it against the base
 class and its declared ``name``, and remembers the distribution (package and version) it came from
-for the run record. The setting keys of an entry's config are remembered across processes
+for the run record. The settings of an entry's config (keys and types) are remembered across processes
 (``$HARNESS_CACHE_DIR/settings.json``, stamped by the code they were read from), so a bad ``--set``
-is refused without importing the entry and torch with it. A plugin that fails to import, is not a
+key or value is refused without importing the entry and torch with it. A plugin that fails to import, is not a
 subclass of the contract, or declares another name than its entry-point key is reported in one line
 naming its package.
 """
@@ -85,21 +85,23 @@ class Registry(Generic[T]):
         self._loaded[name] = obj
         return obj
 
-    def setting_keys(self, name: str) -> list[str]:
-        """The ``--set`` keys of ``name``'s config, in declaration order: read from the settings cache
-        while the code they were read from is unchanged, else from the loaded class (and cached)."""
+    def settings(self, name: str) -> dict[str, dict]:
+        """The ``--set`` keys of ``name``'s config, in declaration order, each with its type as
+        :func:`harness.config.setting_type` gives it: read from the settings cache while the code they
+        were read from is unchanged, else from the loaded class (and cached)."""
         self.check(name)
-        from harness.config import config_fields
+        from harness.config import config_fields, setting_type
         from harness.sources.models import cache_dir
 
         path, key, stamp = cache_dir() / "settings.json", f"{self.group}:{name}", self._stamp(name)
         known = cachefile.read(path)
         known = known if isinstance(known, dict) else {}
-        if isinstance(known.get(key), dict) and known[key].get("stamp") == stamp:
-            return list(known[key]["keys"])
-        keys = list(config_fields(self.get(name).config_class))
-        cachefile.write(path, {**known, key: {"stamp": stamp, "keys": keys}})
-        return keys
+        entry = known.get(key)
+        if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("settings"), dict):
+            return entry["settings"]
+        settings = {field: setting_type(hint) for field, hint in config_fields(self.get(name).config_class).items()}
+        cachefile.write(path, {**known, key: {"stamp": stamp, "settings": settings}})
+        return settings
 
     def _stamp(self, name: str) -> str:
         """The entry, its package's version, and the size and mtime of every Python file beside the

@@ -52,14 +52,20 @@ def test_help_loads_no_command_s_libraries():
         assert code == 0 and errors == [] and heavy == [], (args, errors, heavy)
 
 
-def test_a_setting_neither_has_is_refused_from_the_cached_keys_without_torch():
-    """The first refusal of a bad ``--set`` reads the adapter's and suite's keys from their classes and
-    caches them; the next is answered from the cache, with the same line and no torch."""
-    args = ("run", "--suite", "xnli", "--adapter", "asg", "--set", "nosuch=1")
-    line = ("error: --set nosuch is not a setting of adapter 'asg' or suite 'xnli'; "
-            "valid keys: k, m, shared, output, niter, train")
+@pytest.mark.parametrize(("setting", "line"), [
+    ("nosuch=1", "error: --set nosuch is not a setting of adapter 'asg' or suite 'xnli'; valid keys: k, m, shared, output, niter, train"),
+    ("k=abc", "error: --set k=abc is not an integer"),
+    ("shared=maybe", "error: --set shared=maybe is not a boolean; use true or false"),
+    ("train=all", "error: --set train=all is not one of "),
+])
+def test_a_bad_setting_is_refused_from_the_cached_settings_without_torch(setting, line):
+    """The first refusal of a bad ``--set`` (a key neither has, a value not of its type) reads the
+    adapter's and suite's settings from their classes and caches them; the next is answered from the
+    cache, with the same line and no torch."""
+    args = ("run", "--suite", "xnli", "--adapter", "asg", "--set", setting)
     first, second = _harness(*args), _harness(*args)
-    assert first[:2] == second[:2] == (2, [line])
+    assert first[:2] == second[:2]
+    assert first[0] == 2 and len(first[1]) == 1 and first[1][0].startswith(line), first
     assert second[2] == []
 
 
@@ -72,7 +78,7 @@ def test_device_cuda_without_a_gpu_is_refused_before_torch_loads():
     assert heavy == []
 
 
-def test_cached_setting_keys_are_used_only_while_the_code_they_came_from_is_unchanged(tmp_path, monkeypatch):
+def test_cached_settings_are_used_only_while_the_code_they_came_from_is_unchanged(tmp_path, monkeypatch):
     import os
 
     import adapters.asg
@@ -80,18 +86,19 @@ def test_cached_setting_keys_are_used_only_while_the_code_they_came_from_is_unch
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     fresh = lambda: Registry("harness.adapters", "harness.adapter:Adapter", "adapter")  # noqa: E731
-    keys = fresh().setting_keys("asg")
-    assert keys == ["k", "m", "shared", "output", "niter"]
+    settings = fresh().settings("asg")
+    assert list(settings) == ["k", "m", "shared", "output", "niter"]
+    assert settings["k"] == {"type": "int"} and settings["shared"] == {"type": "bool"}
     cache = tmp_path / "settings.json"
     known = json.loads(cache.read_text())
-    known["harness.adapters:asg"]["keys"] = ["cached"]
+    known["harness.adapters:asg"]["settings"] = {"cached": {"type": "str"}}
     cache.write_text(json.dumps(known))
-    assert fresh().setting_keys("asg") == ["cached"]
+    assert fresh().settings("asg") == {"cached": {"type": "str"}}
     source = adapters.asg.__file__
     st = os.stat(source)
     try:  # the adapter's file edited: its keys are read from the class again
         os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
-        assert fresh().setting_keys("asg") == keys
+        assert fresh().settings("asg") == settings
     finally:
         os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert json.loads(cache.read_text())["harness.adapters:asg"]["keys"] == keys
+    assert json.loads(cache.read_text())["harness.adapters:asg"]["settings"] == settings

@@ -8,7 +8,7 @@ import typer
 
 from harness.budgets import PROFILES
 from harness.cli.common import DbOption, RichProgress, WideOption, err_console, quiet_transformers, user_errors
-from harness.config import parse_assignments, route_settings
+from harness.config import coerce, parse_assignments, route_settings
 from harness.devices import refuse_without_torch
 from harness.errors import ConfigError, printable
 from harness.registry import ADAPTERS, SUITES
@@ -68,15 +68,20 @@ def run(
 
 def refuse_early(suite: str, adapter: str, profile: str, settings: list[str], device: str) -> None:
     """What can be refused from names alone, before the runner imports torch and the models' libraries:
-    a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set`` or
-    one neither the adapter nor the suite has (their keys as cached by the registry), a ``--device``
-    outside the rule or ``cuda`` where no GPU driver is loaded (:mod:`harness.devices`). The plan
-    checks the rest (values against the settings' types, model, data, and CUDA through torch)."""
+    a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set``,
+    one neither the adapter nor the suite has or a value not of its type (their settings as cached by
+    the registry), a ``--device`` outside the rule or ``cuda`` where no GPU driver is loaded
+    (:mod:`harness.devices`). The plan checks the rest (values' ranges, model, data, and CUDA through torch)."""
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile '{profile}'; use one of {', '.join(PROFILES)}")
     SUITES.check(suite)
     ADAPTERS.check(adapter)
-    route_settings(parse_assignments(settings), ADAPTERS.setting_keys(adapter), SUITES.setting_keys(suite), adapter, suite)
+    pairs = parse_assignments(settings)
+    known = (ADAPTERS.settings(adapter), SUITES.settings(suite)) if pairs else ({}, {})
+    for values, types in zip(route_settings(pairs, list(known[0]), list(known[1]), adapter, suite), known):
+        for key, raw in values.items():
+            if key in types:  # a prefixed key the other side lacks is the plan's to refuse, naming that side
+                coerce(key, raw, types[key])
     refuse_without_torch(device)
 
 
