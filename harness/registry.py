@@ -93,7 +93,7 @@ class Registry(Generic[T]):
         from harness.config import config_fields, setting_type
         from harness.sources.models import cache_dir
 
-        path, key, stamp = cache_dir() / "settings.json", f"{self.group}:{name}", self._stamp(name)
+        path, key, stamp = cache_dir() / "settings.json", f"{self.group}:{name}", self.stamp(name)
         known = cachefile.read(path)
         known = known if isinstance(known, dict) else {}
         entry = known.get(key)
@@ -103,7 +103,7 @@ class Registry(Generic[T]):
         cachefile.write(path, {**known, key: {"stamp": stamp, "settings": settings}})
         return settings
 
-    def _stamp(self, name: str) -> str:
+    def stamp(self, name: str) -> str:
         """The entry, its package's version, and the size and mtime of every Python file beside the
         entry's module, in its top-level package and in the harness (where a config or its base classes
         can be defined)."""

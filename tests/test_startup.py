@@ -69,6 +69,29 @@ def test_a_bad_setting_is_refused_from_the_cached_settings_without_torch(setting
     assert second[2] == []
 
 
+def test_a_model_nothing_resolves_is_refused_before_torch_loads():
+    """A ``--model`` that is no packaged alias and no directory, with no hub to ask: one line, naming the
+    packaged models, and the alias it may mean."""
+    code, errors, heavy = _harness("run", "--suite", "xnli", "--adapter", "asg", "--model", "MiniLM")
+    assert code == 2 and len(errors) == 1, errors
+    assert errors[0].startswith("error: unknown model 'MiniLM'; use a packaged model (minilm, smollm2, me5-small)")
+    assert "did you mean 'minilm'?" in errors[0]
+    assert heavy == []
+
+
+def test_missing_data_of_a_request_planned_before_is_refused_before_torch_loads(tmp_path):
+    """The first refusal of missing data comes from the plan, which remembers the sources the request
+    reads; the next is answered from them, with the same line and no torch."""
+    args = ("run", "--suite", "xnli", "--adapter", "asg", "--set", "k=64", "--data-dir", str(tmp_path))
+    first, second = _harness(*args), _harness(*args)
+    assert first[:2] == second[:2]
+    assert first[0] == 2 and first[1] == [
+        f"error: dataset files missing under {tmp_path}: expected xnli/xnli.dev.tsv; set HARNESS_DATA_DIR or --data-dir "
+        "to a folder holding them, or go online for the hub's facebook/xnli"
+    ], first
+    assert second[2] == []
+
+
 @pytest.mark.skipif(CUDA, reason="torch sees a CUDA device here: --device cuda is not refused")
 def test_device_cuda_without_a_gpu_is_refused_before_torch_loads():
     """Where torch sees no CUDA device, no GPU driver is loaded either, and the CLI says so without torch."""

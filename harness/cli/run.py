@@ -12,10 +12,10 @@ from harness.config import coerce, parse_assignments, route_settings
 from harness.devices import refuse_without_torch
 from harness.errors import ConfigError, printable
 from harness.registry import ADAPTERS, SUITES
+from harness.runner.request import RunRequest, check_data, check_model_name, check_seed
 
 if TYPE_CHECKING:
     from harness.results.store import Store
-    from harness.runner.plan import RunRequest
 
 
 def run(
@@ -41,18 +41,18 @@ def run(
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
     with user_errors():
-        refuse_early(suite, adapter, profile, settings or [], device)
+        requests = [RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora,
+                               pretrain, dtype, trust_remote_code)
+                    for s in (parse_seeds(seeds) if seeds is not None else (seed,))]
+        refuse_early(requests[0])
     from harness.cli.run_tables import chance_warnings, print_tables
     from harness.results.store import Store
-    from harness.runner.run import RunRequest, execute
+    from harness.runner.run import execute
 
     quiet_transformers()
     store = Store(db)
     runs = []
     with user_errors(), RichProgress() as progress:
-        requests = [RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora,
-                               pretrain, dtype, trust_remote_code)
-                    for s in (parse_seeds(seeds) if seeds is not None else (seed,))]
         if dry_run:
             lines = [line for request in requests for line in would_run(request, store)]
         else:
@@ -66,23 +66,28 @@ def run(
         err_console.print(line, highlight=False, markup=False)
 
 
-def refuse_early(suite: str, adapter: str, profile: str, settings: list[str], device: str) -> None:
-    """What can be refused from names alone, before the runner imports torch and the models' libraries:
-    a suite or adapter no package registers (entry points), an unknown profile, a malformed ``--set``,
-    one neither the adapter nor the suite has or a value not of its type (their settings as cached by
-    the registry), a ``--device`` outside the rule or ``cuda`` where no GPU driver is loaded
-    (:mod:`harness.devices`). The plan checks the rest (values' ranges, model, data, and CUDA through torch)."""
-    if profile not in PROFILES:
-        raise ConfigError(f"unknown profile '{profile}'; use one of {', '.join(PROFILES)}")
-    SUITES.check(suite)
-    ADAPTERS.check(adapter)
-    pairs = parse_assignments(settings)
-    known = (ADAPTERS.settings(adapter), SUITES.settings(suite)) if pairs else ({}, {})
-    for values, types in zip(route_settings(pairs, list(known[0]), list(known[1]), adapter, suite), known):
+def refuse_early(request: RunRequest) -> None:
+    """What can be refused from names and cached metadata, before the runner imports torch and the
+    models' libraries: a suite or adapter no package registers (entry points), an unknown profile, a
+    seed out of range, a malformed ``--set``, one neither the adapter nor the suite has or a value not
+    of its type (their settings as cached by the registry), a ``--device`` outside the rule or ``cuda``
+    where no GPU driver is loaded (:mod:`harness.devices`), a model name nothing can resolve, and data
+    files missing for a request planned before (:mod:`harness.runner.request`). The plan checks the
+    rest (values' ranges, a model's metadata, the data's content, and CUDA through torch)."""
+    if request.profile not in PROFILES:
+        raise ConfigError(f"unknown profile '{request.profile}'; use one of {', '.join(PROFILES)}")
+    check_seed(request.seed)
+    SUITES.check(request.suite)
+    ADAPTERS.check(request.adapter)
+    pairs = parse_assignments(list(request.settings))
+    known = (ADAPTERS.settings(request.adapter), SUITES.settings(request.suite)) if pairs else ({}, {})
+    for values, types in zip(route_settings(pairs, list(known[0]), list(known[1]), request.adapter, request.suite), known):
         for key, raw in values.items():
             if key in types:  # a prefixed key the other side lacks is the plan's to refuse, naming that side
                 coerce(key, raw, types[key])
-    refuse_without_torch(device)
+    refuse_without_torch(request.device)
+    check_model_name(request)
+    check_data(request)
 
 
 def would_run(request: RunRequest, store: Store) -> list[str]:
@@ -104,8 +109,6 @@ def would_run(request: RunRequest, store: Store) -> list[str]:
 
 def parse_seeds(text: str) -> tuple[int, ...]:
     """``"0,1,2"`` -> ``(0, 1, 2)``; anything else (a seed out of range too) is a ConfigError, before any seed runs."""
-    from harness.runner.plan import check_seed
-
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:

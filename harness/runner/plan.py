@@ -25,38 +25,15 @@ from harness import devices
 from harness.adapter import Adapter
 from harness.budgets import PROFILES, is_large
 from harness.config import as_dict, build_config, config_fields, parse_assignments, route_settings
-from harness.errors import ConfigError, UnknownNameError, did_you_mean
+from harness.errors import ConfigError
 from harness.runner import datacheck, stages
+from harness.runner.request import RunRequest, check_seed, describe_model, remember_data
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint
 from harness.results.records import RunSpec
 from harness.sources import corpora, models
 from harness.sources.data import data_root, revisions
 from harness.suite import Suite
-
-
-SEED_MAX = 2**31 - 1
-"""The largest seed: the store's ``seed`` column is a 32-bit integer (numpy's legacy seeding takes < 2**32)."""
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """What the user asked for, as typed on the command line."""
-
-    suite: str
-    adapter: str
-    model: str | None = None
-    profile: str = "quick"
-    seed: int = 0
-    settings: tuple[str, ...] = ()
-    data_dir: str | None = None
-    device: str = "auto"
-    force: bool = False
-    recover: int = 0             # recovery training steps after the adapter's fit (harness.runner.stages.recover); 0 = off
-    recover_lora: bool = False   # recovery also trains LoRA on the top layers
-    pretrain: int | None = None  # masked-LM steps of a small encoder from scratch with the method's table (harness.runner.stages.pretrain); 0 = not pretrained; None = off
-    dtype: str = "float32"       # the precision the model loads in (harness.sources.models.DTYPES)
-    trust_remote_code: bool = False  # run code shipped with the model (config auto_map); never asked on stdin
 
 
 @dataclass(frozen=True)
@@ -74,25 +51,6 @@ class Plan:
     device: str
     force: bool
     stages: tuple[str, ...]      # the requested run's stages, in order (harness.runner.stages)
-
-
-def check_seed(seed: int, option: str = "--seed") -> None:
-    """A seed the whole run can use: numpy's legacy seeding (``transformers.set_seed``) takes 0 to
-    2**32 - 1 and the store's ``seed`` column is a 32-bit integer."""
-    if not 0 <= seed <= SEED_MAX:
-        raise ConfigError(f"{option} {seed} is out of range: a seed is a whole number from 0 to {SEED_MAX}, e.g. {option} 0")
-
-
-def _describe(request: RunRequest, name: str) -> models.ModelRef:
-    """The model from its metadata (nothing converted); an unknown name close to a packaged alias
-    (``MiniLM``) says which it may mean."""
-    try:
-        return models.describe(name, request.dtype, request.trust_remote_code)
-    except UnknownNameError as err:
-        hint = did_you_mean(name, models.PACKAGED)
-        if not hint:
-            raise
-        raise UnknownNameError(f"{err}; {hint.strip()}") from None
 
 
 def _article(kind: str) -> str:
@@ -129,7 +87,7 @@ def plan(request: RunRequest) -> Plan:
     adapter = adapter_cls(build_config(adapter_cls.config_class, to_adapter, f"adapter '{adapter_cls.name}'"))
     suite_config = build_config(suite.config_class, to_suite, f"suite '{suite.name}'")
     name = request.model or models.preferred(suite.default_model)
-    ref = _describe(request, name)  # from metadata: a packaged model is converted when a run first loads it
+    ref = describe_model(request, name)  # from metadata: a packaged model is converted when a run first loads it
     _check_kinds(suite, adapter, ref)
     if adapter.heads is not None:
         for task in suite.tasks(suite_config):
@@ -157,6 +115,8 @@ def plan(request: RunRequest) -> Plan:
     if recovery:
         recipe["recovery"] = recovery
     sources = suite.sources(suite_config, suite_budget)
+    fit_sources = [corpora.source(name) for name in adapter.corpora()]
+    remember_data(request, [*sources, *fit_sources])  # the CLI's next refusal of missing data comes before torch
     data = revisions(data_dir, sources)  # missing files first, then files cut short
     datacheck.check(data_dir, sources)
     pretraining = None
@@ -172,7 +132,7 @@ def plan(request: RunRequest) -> Plan:
         recipe=recipe,
         adapter_budget=dataclasses.asdict(adapter_budget) if adapter_budget is not None else {},
         data=data,
-        fit_data=revisions(data_dir, [corpora.source(name) for name in adapter.corpora()]),
+        fit_data=revisions(data_dir, fit_sources),
         code=code_fingerprint(adapter.name, suite.name),
     )
     return Plan(suite, suite_config, suite_budget, adapter, adapter_budget, ref, spec, data_dir, device, request.force,

@@ -1,0 +1,111 @@
+"""A run request as typed on the command line, and what can be checked of it from metadata alone.
+
+The CLI refuses a bad request before it imports torch and the models' libraries (names and settings:
+:mod:`harness.registry`); from here, a seed out of range, a model name that is neither packaged, a
+directory nor (online) a hub id, and data files missing for a request planned before: the sources a
+plan reads are remembered per request in ``$HARNESS_CACHE_DIR/planned_data.json`` while the adapter's
+and the suite's code is unchanged (the registry's stamp). The plan (:mod:`harness.runner.plan`)
+checks all of it again, and the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable
+
+from harness import cachefile
+from harness.errors import ConfigError, UnknownNameError, did_you_mean
+from harness.registry import ADAPTERS, SUITES
+from harness.sources import models
+from harness.sources.data import DataSource, data_root, hub_offline, revisions
+
+SEED_MAX = 2**31 - 1
+"""The largest seed: the store's ``seed`` column is a 32-bit integer (numpy's legacy seeding takes < 2**32)."""
+
+REMEMBERED = 512
+"""Requests whose data sources are remembered; the oldest is dropped first."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What the user asked for, as typed on the command line."""
+
+    suite: str
+    adapter: str
+    model: str | None = None
+    profile: str = "quick"
+    seed: int = 0
+    settings: tuple[str, ...] = ()
+    data_dir: str | None = None
+    device: str = "auto"
+    force: bool = False
+    recover: int = 0             # recovery training steps after the adapter's fit (harness.runner.stages.recover); 0 = off
+    recover_lora: bool = False   # recovery also trains LoRA on the top layers
+    pretrain: int | None = None  # masked-LM steps of a small encoder from scratch with the method's table (harness.runner.stages.pretrain); 0 = not pretrained; None = off
+    dtype: str = "float32"       # the precision the model loads in (harness.sources.models.DTYPES)
+    trust_remote_code: bool = False  # run code shipped with the model (config auto_map); never asked on stdin
+
+
+def check_seed(seed: int, option: str = "--seed") -> None:
+    """A seed the whole run can use: numpy's legacy seeding (``transformers.set_seed``) takes 0 to
+    2**32 - 1 and the store's ``seed`` column is a 32-bit integer."""
+    if not 0 <= seed <= SEED_MAX:
+        raise ConfigError(f"{option} {seed} is out of range: a seed is a whole number from 0 to {SEED_MAX}, e.g. {option} 0")
+
+
+def describe_model(request: RunRequest, name: str) -> models.ModelRef:
+    """The model from its metadata (nothing converted); an unknown name close to a packaged alias
+    (``MiniLM``) says which it may mean."""
+    try:
+        return models.describe(name, request.dtype, request.trust_remote_code)
+    except UnknownNameError as err:
+        hint = did_you_mean(name, models.PACKAGED)
+        if not hint:
+            raise
+        raise UnknownNameError(f"{err}; {hint.strip()}") from None
+
+
+def check_model_name(request: RunRequest) -> None:
+    """Refuse a ``--model`` that names no packaged model and no directory where no hub can be asked
+    (offline, or not owner/name), without reading any model's metadata."""
+    name = request.model
+    if name is None or name in models.PACKAGED or Path(name).expanduser().is_dir():
+        return
+    if hub_offline() or "/" not in name:
+        describe_model(request, name)
+
+
+def remember_data(request: RunRequest, sources: Iterable[DataSource]) -> None:
+    """Remember the data sources the plan of ``request`` reads (its suite's, then its fit corpora's)."""
+    path, key = _cache(), _key(request)
+    known = cachefile.read(path)
+    known = {k: v for k, v in known.items() if k != key} if isinstance(known, dict) else {}
+    entry = {"stamp": _stamp(request), "sources": [[list(s.files), s.hub_id, s.where_from] for s in sources]}
+    cachefile.write(path, dict(list(known.items())[-(REMEMBERED - 1):] + [(key, entry)]))
+
+
+def check_data(request: RunRequest) -> None:
+    """Raise the plan's DataError for files missing under the request's data directory, where the
+    request was planned before with the code installed now; otherwise leave it to the plan."""
+    known = cachefile.read(_cache())
+    entry = known.get(_key(request)) if isinstance(known, dict) else None
+    if not isinstance(entry, dict) or entry.get("stamp") != _stamp(request):
+        return
+    revisions(data_root(request.data_dir), [DataSource(tuple(files), hub_id, where_from) for files, hub_id, where_from in entry["sources"]])
+
+
+def _cache() -> Path:
+    return models.cache_dir() / "planned_data.json"
+
+
+def _key(request: RunRequest) -> str:
+    """The request without what leaves its data sources alone (seed, data directory, device, --force)."""
+    fields = {k: v for k, v in asdict(request).items() if k not in ("seed", "data_dir", "device", "force")}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _stamp(request: RunRequest) -> str:
+    return f"{ADAPTERS.stamp(request.adapter)}:{SUITES.stamp(request.suite)}"
