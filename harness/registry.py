@@ -44,6 +44,7 @@ class Registry(Generic[T]):
     def __init__(self, group: str, base: str, noun: str):
         self.group, self.base_path, self.noun = group, base, noun
         self._loaded: dict[str, type[T]] = {}
+        self._stamps: dict[str, str] = {}
 
     @cached_property
     def _entries(self) -> dict[str, EntryPoint]:
@@ -106,7 +107,12 @@ class Registry(Generic[T]):
     def stamp(self, name: str) -> str:
         """The entry, its package's version, and the size and mtime of every Python file beside the
         entry's module, in its top-level package and in the harness (where a config or its base classes
-        can be defined)."""
+        can be defined); read once per registry (a process plans many requests of one entry)."""
+        if name not in self._stamps:
+            self._stamps[name] = self._read_stamp(name)
+        return self._stamps[name]
+
+    def _read_stamp(self, name: str) -> str:
         entry, origin = self._entries[name], self.origin(name)
         module = entry.value.partition(":")[0]
         roots = {Path(__file__).parent}

@@ -82,9 +82,11 @@ def remember_data(request: RunRequest, sources: Iterable[DataSource]) -> None:
     """Remember the data sources the plan of ``request`` reads (its suite's, then its fit corpora's)."""
     path, key = _cache(), _key(request)
     known = cachefile.read(path)
-    known = {k: v for k, v in known.items() if k != key} if isinstance(known, dict) else {}
+    known = known if isinstance(known, dict) else {}
     entry = {"stamp": _stamp(request), "sources": [[list(s.files), s.hub_id, s.where_from] for s in sources]}
-    cachefile.write(path, dict(list(known.items())[-(REMEMBERED - 1):] + [(key, entry)]))
+    if known.get(key) != entry:
+        kept = [(k, v) for k, v in known.items() if k != key][-(REMEMBERED - 1):]
+        cachefile.write(path, dict([*kept, (key, entry)]))
 
 
 def check_data(request: RunRequest) -> None:
