@@ -1,10 +1,13 @@
 """Start-up of the ``harness`` command: how long it takes to answer before any model loads.
 
 Times, as whole processes in alternating rounds (so that each round's commands share whatever else
-the machine runs), ``harness --help``, two refusals (exit 2: ``harness run --suite xnl --adapter asg``,
-a typo, and ``--set nosuch=1``, a key neither the adapter nor the suite has, answered from the
-registry's cached keys once a first refusal or run has read them), ``python -c "import torch"``, and with ``--reused-db`` the README's main job against
-a store where both of its runs are current (every run reused). Prints the median and range of each,
+the machine runs), ``harness --help``, five refusals (exit 2: ``harness run --suite xnl --adapter
+asg``, a typo; ``--set nosuch=1``, a key neither the adapter nor the suite has, and ``--set k=abc``,
+a value not of its type, both answered from the registry's cached settings; ``--model MiniLM``, a
+name nothing resolves; ``--data-dir`` an empty folder, answered from the data sources the plan of
+the same request remembered), ``python -c "import torch"``, and with ``--reused-db`` the README's
+main job against a store where both of its runs are current (every run reused). One warm-up pass of
+the refusals fills those caches, as a first refusal or run does. Prints the median and range of each,
 and the refusal's median over ``import torch``'s (the target: at most one half). Each figure
 comes as wall time and as CPU time (user + system), which a busy machine moves far less.
 
@@ -19,18 +22,23 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HARNESS = str(Path(sys.executable).with_name("harness"))
 
 
-def commands(reused_db: str | None, profile: str) -> dict[str, tuple[list[str], int]]:
+def commands(reused_db: str | None, profile: str, empty_dir: str) -> dict[str, tuple[list[str], int]]:
     """Name -> (argv, the exit status it must give)."""
+    run = [HARNESS, "run", "--suite", "xnli", "--adapter", "asg"]
     out = {
         "harness --help": ([HARNESS, "--help"], 0),
         "refusal (unknown suite)": ([HARNESS, "run", "--suite", "xnl", "--adapter", "asg"], 2),
-        "refusal (unknown setting)": ([HARNESS, "run", "--suite", "xnli", "--adapter", "asg", "--set", "nosuch=1"], 2),
+        "refusal (unknown setting)": ([*run, "--set", "nosuch=1"], 2),
+        "refusal (bad value)": ([*run, "--set", "k=abc"], 2),
+        "refusal (unknown model)": ([*run, "--model", "MiniLM"], 2),
+        "refusal (missing data)": ([*run, "--data-dir", empty_dir], 2),
         "import torch": ([sys.executable, "-c", "import torch"], 0),
     }
     if reused_db:
@@ -55,23 +63,32 @@ def main() -> None:
     parser.add_argument("--reused-db", help="a store holding the main job's two runs, current under this code")
     parser.add_argument("--profile", default="quick", help="the profile those runs were made with")
     args = parser.parse_args()
-    todo = commands(args.reused_db, args.profile)
-    walls: dict[str, list[float]] = {name: [] for name in todo}
-    cpus: dict[str, list[float]] = {name: [] for name in todo}
-    timed(*todo["refusal (unknown setting)"])  # reads the keys from the classes once and caches them
-    for _ in range(args.rounds):
-        for name, (argv, status) in todo.items():
-            wall, cpu = timed(argv, status)
-            walls[name].append(wall)
-            cpus[name].append(cpu)
+    with tempfile.TemporaryDirectory(prefix="startup-empty-") as empty:
+        walls, cpus = measure(commands(args.reused_db, args.profile, empty), args.rounds)
     for name, values in walls.items():
         print(f"{name:28s} wall median {statistics.median(values):6.2f} s (min {min(values):.2f}, max {max(values):.2f}); "
               f"CPU median {statistics.median(cpus[name]):6.2f} s; {len(values)} rounds")
     torch = "import torch"
-    for refusal in ("refusal (unknown suite)", "refusal (unknown setting)"):
+    for refusal in (name for name in walls if name.startswith("refusal")):
         print(f"{refusal} / import torch: wall {statistics.median(walls[refusal]) / statistics.median(walls[torch]):.2f}, "
               f"CPU {statistics.median(cpus[refusal]) / statistics.median(cpus[torch]):.2f} (target: at most 0.5)")
     print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+def measure(todo: dict[str, tuple[list[str], int]], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU seconds of each command, ``rounds`` times in alternation, after one warm-up pass of
+    the refusals (settings read from the classes, data sources from a plan, once)."""
+    walls: dict[str, list[float]] = {name: [] for name in todo}
+    cpus: dict[str, list[float]] = {name: [] for name in todo}
+    for name in todo:
+        if name.startswith("refusal"):
+            timed(*todo[name])
+    for _ in range(rounds):
+        for name, (argv, status) in todo.items():
+            wall, cpu = timed(argv, status)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+    return walls, cpus
 
 
 if __name__ == "__main__":
