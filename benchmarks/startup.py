@@ -8,10 +8,11 @@ name nothing resolves; ``--data-dir`` an empty folder, answered from the data so
 the same request remembered), ``python -c "import torch"``, and with ``--reused-db`` the README's
 main job against a store where both of its runs are current (every run reused). One warm-up pass of
 the refusals fills those caches, as a first refusal or run does. Prints the median and range of each,
-and the refusal's median over ``import torch``'s (the target: at most one half). Each figure
+and each command against ``import torch`` in the same rounds (a refusal's target: at most one half);
+``--json`` writes the rows for docs/performance.md's table. Each figure
 comes as wall time and as CPU time (user + system), which a busy machine moves far less.
 
-    python -m benchmarks.startup [--rounds 7] [--reused-db PATH --profile smoke]
+    python -m benchmarks.startup [--rounds 7] [--reused-db PATH --profile smoke] [--json PATH]
 """
 
 from __future__ import annotations
@@ -26,7 +27,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.benchmarks.report import BenchReport, Row
+from harness.benchmarks.timing import environment, load_average, provenance
+
 HARNESS = str(Path(sys.executable).with_name("harness"))
+
+
+GOALS = {
+    "harness --help": "at most 1.5 s, quiet",
+    **{f"refusal ({what})": "at most 2 s, quiet" for what in ("unknown suite", "unknown setting", "bad value", "unknown model", "missing data")},
+    "main job, both runs reused": "at most 8 s, quiet",
+}
+"""The absolute goals on the quiet 2-core machine, named beside each row (the ratio's target is the refusals')."""
 
 
 def commands(reused_db: str | None, profile: str, empty_dir: str) -> dict[str, tuple[list[str], int]]:
@@ -62,17 +74,34 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--reused-db", help="a store holding the main job's two runs, current under this code")
     parser.add_argument("--profile", default="quick", help="the profile those runs were made with")
+    parser.add_argument("--json", type=Path, help="also write the rows as bench JSON (docs/performance.md's table: python -m benchmarks.tables)")
     args = parser.parse_args()
+    report = BenchReport({**provenance(), **environment("cpu"), "command": " ".join(["python -m benchmarks.startup", *sys.argv[1:]]),
+                          "load_start": load_average()})
     with tempfile.TemporaryDirectory(prefix="startup-empty-") as empty:
         walls, cpus = measure(commands(args.reused_db, args.profile, empty), args.rounds)
-    for name, values in walls.items():
-        print(f"{name:28s} wall median {statistics.median(values):6.2f} s (min {min(values):.2f}, max {max(values):.2f}); "
-              f"CPU median {statistics.median(cpus[name]):6.2f} s; {len(values)} rounds")
+    report.rows = rows(walls, cpus, load_average())
+    report.environment["load_end"] = load_average()
+    print(report.markdown())
+    if args.json:
+        report.write_json(args.json)
+
+
+def rows(walls: dict[str, list[float]], cpus: dict[str, list[float]], load: float) -> list[Row]:
+    """Each command against ``import torch`` in the same rounds: the ratio is torch's median over the
+    command's (a refusal's target: at least 2, at most half of torch's time), the range over rounds."""
     torch = "import torch"
-    for refusal in (name for name in walls if name.startswith("refusal")):
-        print(f"{refusal} / import torch: wall {statistics.median(walls[refusal]) / statistics.median(walls[torch]):.2f}, "
-              f"CPU {statistics.median(cpus[refusal]) / statistics.median(cpus[torch]):.2f} (target: at most 0.5)")
-    print(f"load average {os.getloadavg()[0]:.1f}")
+    base = statistics.median(walls[torch])
+    out = []
+    for name, values in walls.items():
+        if name == torch:
+            continue
+        per_round = [t / v for t, v in zip(walls[torch], values)]
+        note = (f"CPU {statistics.median(cpus[name]):.2f} s vs {statistics.median(cpus[torch]):.2f} s; "
+                f"wall {min(values):.2f}-{max(values):.2f} s; goal {GOALS[name]}" if name in GOALS else "")
+        out.append(Row("startup", name, "s", base, statistics.median(values), base / statistics.median(values), min(per_round),
+                       max(per_round), len(values), target=2.0 if name.startswith("refusal") else None, note=note, load=load))
+    return out
 
 
 def measure(todo: dict[str, tuple[list[str], int]], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
