@@ -40,7 +40,7 @@ def test_every_stored_result_says_when_how_and_on_what():
     for path in sorted(RESULTS.glob("*.json")):
         env = json.loads(path.read_text())["environment"]
         datetime.fromisoformat(env["date"].removesuffix("Z"))
-        assert re.match(r"(harness bench|python -m benchmarks) ", env["command"]), path
+        assert re.match(r"(harness bench|python -m benchmarks(\.\w+)?) ", env["command"]), path
         assert env["commit"] and env["python"] and env["torch"] and env["cpu"] and env["cpu_cores"] >= 1, path
         assert path.name.startswith(env["date"][:10]), path  # named by date, then machine
 
