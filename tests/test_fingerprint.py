@@ -36,12 +36,12 @@ def _package(tmp_path, body: str):
 def demo(tmp_path, monkeypatch):
     """``fpdemo`` in this test's folder: module lookups and parses of an earlier test's ``fpdemo`` forgotten."""
     monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
-    fingerprint._spec.cache_clear()
+    fingerprint._lookup.cache_clear()
     fingerprint._parse.cache_clear()
     yield lambda body: _package(tmp_path, body)
     for name in [m for m in sys.modules if m.startswith("fpdemo")]:
         del sys.modules[name]
-    fingerprint._spec.cache_clear()
+    fingerprint._lookup.cache_clear()
 
 
 def _digest() -> str:

@@ -153,21 +153,26 @@ def _counted(name: str, own_package: str) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _spec(name: str):
+def _lookup(name: str) -> tuple[Path | None, bool] | None:
+    """Where module ``name`` lies (its ``.py`` file; None for a module that is not Python source) and
+    whether it is a package; None when it cannot be found."""
     try:
-        return importlib.util.find_spec(name)
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
+    if spec is None:
+        return None
+    return (Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None), spec.submodule_search_locations is not None
 
 
 def _file(name: str) -> Path | None:
-    spec = _spec(name)
-    return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+    found = _lookup(name)
+    return found[0] if found else None
 
 
 def _is_package(name: str) -> bool:
-    spec = _spec(name)
-    return spec is not None and spec.submodule_search_locations is not None
+    found = _lookup(name)
+    return found is not None and found[1]
 
 
 def _imports(name: str, own_package: str) -> list[str]:
@@ -178,7 +183,7 @@ def _imports(name: str, own_package: str) -> list[str]:
         if base.partition(".")[0] not in ("harness", own_package):
             continue
         if names and _is_package(base):
-            found |= {f"{base}.{n}" if _spec(f"{base}.{n}") else base for n in names}
+            found |= {f"{base}.{n}" if _lookup(f"{base}.{n}") else base for n in names}
         else:
             found.add(base)
     return sorted(found)
