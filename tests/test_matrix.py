@@ -85,3 +85,26 @@ def test_each_entry_reads_current_stale_or_missing_and_only_those_not_current_ar
     assert "4 runs (2 current, 1 stale, 1 missing)" in said and "the whole matrix takes about" in said
     bad = CliRunner().invoke(app, ["list", "matrix", "--matrix", str(tmp_path / "none.txt")])
     assert bad.exit_code == 2 and "cannot read matrix file" in bad.output and "No such file" in bad.output
+
+
+def test_a_remembered_spec_is_the_plans_until_a_file_it_read_changes(tmp_path, monkeypatch, data_dir):
+    """What ``harness list matrix`` takes instead of planning again: the spec the last plan of the same
+    request made, with the seed put in, and nothing once a data file that plan read has changed."""
+    from harness.runner.plan import plan
+    from harness.runner.request import RunRequest, planned_spec
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    shutil.copytree(data_dir / "word_similarity", tmp_path / "data" / "word_similarity")
+    (tmp_path / "data" / "wikitext2").symlink_to(data_dir / "wikitext2")  # the suite's context corpus
+    request = RunRequest("word_sim", "quant", "minilm", "smoke", data_dir=str(tmp_path / "data"))
+    assert planned_spec(request) is None  # never planned
+    spec = plan(request).spec
+    assert planned_spec(request).config_hash == spec.config_hash
+    other_seed = dataclasses.replace(request, seed=3)
+    assert planned_spec(other_seed).config_hash == plan(other_seed).spec.config_hash != spec.config_hash
+    (changed, _), *_ = spec.data.items()
+    path = tmp_path / "data" / changed
+    path.chmod(0o644)
+    path.write_text(path.read_text() + "\n")
+    assert planned_spec(request) is None
+    assert plan(request).spec.data[changed] != spec.data[changed]

@@ -125,3 +125,18 @@ def test_cached_settings_are_used_only_while_the_code_they_came_from_is_unchange
     finally:
         os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert json.loads(cache.read_text())["harness.adapters:asg"]["settings"] == settings
+
+
+def test_a_matrix_listed_again_is_planned_from_its_remembered_specs_without_torch(tmp_path, monkeypatch):
+    """``harness list matrix`` plans each entry as ``harness run`` would (torch, the first time); listed
+    again under the same code it takes the specs those plans made, and prints the same table."""
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    file = tmp_path / "matrix.txt"
+    file.write_text("xnli minilm asg k=64\nbpb smollm2 asg --recover=100\n")
+    args = ("list", "matrix", "--matrix", str(file), "--db", str(tmp_path / "r.duckdb"), "--profile", "smoke")
+    first = subprocess.run([sys.executable, "-c", WRAPPER, *args], capture_output=True, text=True, timeout=300)
+    second = subprocess.run([sys.executable, "-c", WRAPPER, *args], capture_output=True, text=True, timeout=300)
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert "torch" in json.loads(first.stderr.splitlines()[-1])
+    assert "torch" not in json.loads(second.stderr.splitlines()[-1])
+    assert second.stdout == first.stdout and "bpb smollm2 asg --recover=100" in second.stdout

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from contextlib import contextmanager
 from typing import Annotated, Iterator, Optional
@@ -26,7 +28,12 @@ WideOption = Annotated[bool, typer.Option("--wide", help="Every column, however 
 
 def quiet_transformers() -> None:
     """transformers' own notices and progress bars (``Loading weights: 37%|...``) off for a command
-    that loads models: they would interleave with its progress lines and its error line."""
+    that loads models: they would interleave with its progress lines and its error line. Before
+    transformers is imported, through the variables it reads when it is (so a command that ends up
+    loading no model never imports it; the processes it starts inherit them)."""
+    if "transformers" not in sys.modules:
+        os.environ.update(TRANSFORMERS_VERBOSITY="error", HF_HUB_DISABLE_PROGRESS_BARS="1")
+        return
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()

@@ -4,8 +4,9 @@ which of them a store holds current.
 The matrix is data, ``matrix.txt`` beside this module (read by ``harness list matrix`` and ``make
 reference``): one entry per line, ``suite model adapter [key=value | --option=value] ...``, in
 ``## section``s. Each entry is planned as ``harness run`` would plan it (quick profile, seed 0;
-:func:`harness.runner.plan.plan`), so its run spec, the code fingerprint included, is exactly the one
-a run would store. Against a store an entry, and each distinct baseline the entries share, is
+:func:`harness.runner.plan.plan`, or the spec its last plan under the same code made:
+:func:`harness.runner.request.planned_spec`), so its run spec, the code fingerprint included, is
+exactly the one a run would store. Against a store an entry, and each distinct baseline the entries share, is
 
 * ``current``: a finished run with the same config hash (``harness run`` would reuse it);
 * ``stale``: a finished run of the same configuration made by other code, data or budget (kept in
@@ -32,7 +33,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.results import queries
 from harness.results.records import RunSpec
 from harness.results.store import Store
-from harness.runner.plan import RunRequest, plan
+from harness.runner.request import RunRequest, planned_spec
 from harness.sidefiles import read_text
 
 MATRIX = Path(__file__).with_name("matrix.txt")
@@ -152,6 +153,12 @@ def _match(spec: RunSpec, runs: pd.DataFrame) -> tuple[str, str | None, float | 
     return MISSING, None, (kind.minutes.iloc[0] if len(kind) else None), ("~" if len(kind) else "")
 
 
+def _plan(request: RunRequest) -> RunSpec:
+    from harness.runner.plan import plan  # the suite and adapter classes, so torch: only for what no plan remembers
+
+    return plan(request).spec
+
+
 def _baseline_line(spec: RunSpec, entry: Entry) -> str:
     suite_settings = [s for s in entry.settings if s.partition("=")[0].removeprefix("suite.") in spec.suite_config]
     pretraining = [f"--pretrain={spec.recipe['pretraining']['steps']}"] if spec.recipe.get("pretraining") else []
@@ -167,21 +174,21 @@ def status(entries: list[Entry], store: Store, profile: str = PROFILE) -> pd.Dat
     planned, baselines = [], {}
     for e in entries:
         try:
-            spec = plan(e.request(profile)).spec
+            spec = planned_spec(e.request(profile)) or _plan(e.request(profile))
         except HarnessError as err:
-            planned.append((e, None, f"invalid: {err}"))
+            planned.append((e, None, None, f"invalid: {err}"))
             continue
         base = spec.baseline()
         baselines.setdefault(base.config_hash, (base, _baseline_line(base, e)))
-        planned.append((e, spec, ""))
+        planned.append((e, spec, base.config_hash, ""))
     base_rows = {key: [BASELINES, line, *_match(base, runs)] for key, (base, line) in baselines.items()}
     rows = []
-    for e, spec, invalid in planned:
+    for e, spec, base_key, invalid in planned:
         if spec is None:
             rows.append([e.section, e.line, invalid, None, None, "", True, e.note])
             continue
         state, run_id, minutes, how = _match(spec, runs)
-        base = base_rows[spec.baseline().config_hash]
+        base = base_rows[base_key]
         if pd.isna(minutes) and not pd.isna(base[4]):  # nothing like it stored: its baseline's minutes
             minutes, how = base[4], "~"
         todo = state != CURRENT or base[2] != CURRENT

@@ -27,7 +27,7 @@ from harness.budgets import PROFILES, is_large
 from harness.config import as_dict, build_config, config_fields, parse_assignments, route_settings
 from harness.errors import ConfigError
 from harness.runner import datacheck, stages
-from harness.runner.request import RunRequest, check_seed, describe_model, remember_data
+from harness.runner.request import RunRequest, check_seed, describe_model, remember_data, remember_spec
 from harness.registry import ADAPTERS, SUITES
 from harness.results.fingerprint import code_fingerprint
 from harness.results.records import RunSpec
@@ -116,7 +116,7 @@ def plan(request: RunRequest) -> Plan:
         recipe["recovery"] = recovery
     sources = suite.sources(suite_config, suite_budget)
     fit_sources = [corpora.source(name) for name in adapter.corpora()]
-    remember_data(request, [*sources, *fit_sources])  # the CLI's next refusal of missing data comes before torch
+    remember_data(request, sources, fit_sources)  # the CLI's next refusal of missing data comes before torch
     data = revisions(data_dir, sources)  # missing files first, then files cut short
     datacheck.check(data_dir, sources)
     pretraining = None
@@ -135,5 +135,6 @@ def plan(request: RunRequest) -> Plan:
         fit_data=revisions(data_dir, fit_sources),
         code=code_fingerprint(adapter.name, suite.name),
     )
+    remember_spec(request, spec, suite.default_model)  # `harness list matrix` plans it again without torch
     return Plan(suite, suite_config, suite_budget, adapter, adapter_budget, ref, spec, data_dir, device, request.force,
                 stages.of(spec.recipe))

@@ -2,9 +2,11 @@
 
 The CLI refuses a bad request before it imports torch and the models' libraries (names and settings:
 :mod:`harness.registry`); from here, a seed out of range, a model name that is neither packaged, a
-directory nor (online) a hub id, and data files missing for a request planned before: the sources a
-plan reads are remembered per request in ``$HARNESS_CACHE_DIR/planned_data.json`` while the adapter's
-and the suite's code is unchanged (the registry's stamp). The plan (:mod:`harness.runner.plan`)
+directory nor (online) a hub id, and data files missing for a request planned before. What a plan
+read and made is remembered per request in ``$HARNESS_CACHE_DIR/planned_data.json`` while the
+adapter's and the suite's code is unchanged (the registry's stamp): the data sources, and the run
+spec, which :func:`planned_spec` gives back with what can change under unchanged code read afresh
+(``harness list matrix`` plans its entries so, without torch). The plan (:mod:`harness.runner.plan`)
 checks all of it again, and the rest.
 """
 
@@ -14,13 +16,16 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from harness import cachefile
 from harness.errors import ConfigError, UnknownNameError, did_you_mean
 from harness.registry import ADAPTERS, SUITES
-from harness.sources import models
+from harness.sources import corpora, models
 from harness.sources.data import DataSource, data_root, hub_offline, revisions
+
+if TYPE_CHECKING:
+    from harness.results.records import RunSpec
 
 SEED_MAX = 2**31 - 1
 """The largest seed: the store's ``seed`` column is a 32-bit integer (numpy's legacy seeding takes < 2**32)."""
@@ -78,25 +83,74 @@ def check_model_name(request: RunRequest) -> None:
         describe_model(request, name)
 
 
-def remember_data(request: RunRequest, sources: Iterable[DataSource]) -> None:
-    """Remember the data sources the plan of ``request`` reads (its suite's, then its fit corpora's)."""
-    path, key = _cache(), _key(request)
-    known = cachefile.read(path)
-    known = known if isinstance(known, dict) else {}
-    entry = {"stamp": _stamp(request), "sources": [[list(s.files), s.hub_id, s.where_from] for s in sources]}
-    if known.get(key) != entry:
-        kept = [(k, v) for k, v in known.items() if k != key][-(REMEMBERED - 1):]
-        cachefile.write(path, dict([*kept, (key, entry)]))
+def remember_data(request: RunRequest, sources: Iterable[DataSource], fit_sources: Iterable[DataSource]) -> None:
+    """Remember the data sources the plan of ``request`` reads: its suite's and its fit corpora's."""
+    _remember(request, {"sources": _listed(sources), "fit_sources": _listed(fit_sources)})
+
+
+def remember_spec(request: RunRequest, spec: RunSpec, default_model: str | tuple[str, ...]) -> None:
+    """Remember the spec the plan of ``request`` made (the suite's ``default_model`` names the model
+    when the request does not), for :func:`planned_spec`."""
+    _remember(request, {"default_model": default_model, "spec": json.loads(json.dumps(asdict(spec), default=str))})
+
+
+def planned_spec(request: RunRequest) -> RunSpec | None:
+    """The spec the plan of ``request`` makes, without planning: the spec its last plan under the code
+    installed now made, with the request's seed and the code fingerprint (which also counts files
+    beside the code) put in; None where no such plan is remembered, or where the model's revision
+    or a data file's sha256 differs from what that plan read (the plan then decides)."""
+    from harness.results.fingerprint import code_fingerprint
+    from harness.results.records import RunSpec
+
+    entry = _entry(request)
+    if entry is None or "spec" not in entry:
+        return None
+    spec = entry["spec"]
+    ref = describe_model(request, request.model or models.preferred(entry["default_model"]))
+    if (ref.name, ref.revision) != (spec["model"], spec["model_revision"]):
+        return None
+    data_dir = data_root(request.data_dir)
+    read = [(spec["data"], _sources(entry["sources"])), (spec["fit_data"], _sources(entry["fit_sources"]))]
+    read += [(stage["data"], [corpora.source(name) for name in stage["corpora"]])  # recovery's and pretraining's corpora
+             for stage in spec["recipe"].values() if isinstance(stage, dict) and {"corpora", "data"} <= stage.keys()]
+    if any(revisions(data_dir, sources) != data for data, sources in read):
+        return None
+    return RunSpec(**{**spec, "seed": request.seed, "code": code_fingerprint(request.adapter, request.suite)})
 
 
 def check_data(request: RunRequest) -> None:
     """Raise the plan's DataError for files missing under the request's data directory, where the
     request was planned before with the code installed now; otherwise leave it to the plan."""
+    entry = _entry(request)
+    if entry is not None:
+        revisions(data_root(request.data_dir), [*_sources(entry["sources"]), *_sources(entry["fit_sources"])])
+
+
+def _entry(request: RunRequest) -> dict[str, Any] | None:
+    """What the last plan of ``request`` remembered, if it planned under the code installed now."""
     known = cachefile.read(_cache())
     entry = known.get(_key(request)) if isinstance(known, dict) else None
-    if not isinstance(entry, dict) or entry.get("stamp") != _stamp(request):
-        return
-    revisions(data_root(request.data_dir), [DataSource(tuple(files), hub_id, where_from) for files, hub_id, where_from in entry["sources"]])
+    valid = isinstance(entry, dict) and entry.get("stamp") == _stamp(request) and "fit_sources" in entry
+    return entry if valid else None
+
+
+def _remember(request: RunRequest, part: dict[str, Any]) -> None:
+    """Add ``part`` to what is remembered of ``request`` (a new entry under other code); written only when it changes."""
+    path, key, stamp = _cache(), _key(request), _stamp(request)
+    known = cachefile.read(path)
+    known = known if isinstance(known, dict) else {}
+    entry = known.get(key) if isinstance(known.get(key), dict) and known[key].get("stamp") == stamp else {"stamp": stamp}
+    if {**entry, **part} != known.get(key):
+        kept = [(k, v) for k, v in known.items() if k != key][-(REMEMBERED - 1):]
+        cachefile.write(path, dict([*kept, (key, {**entry, **part})]))
+
+
+def _listed(sources: Iterable[DataSource]) -> list[list]:
+    return [[list(s.files), s.hub_id, s.where_from] for s in sources]
+
+
+def _sources(listed: list[list]) -> list[DataSource]:
+    return [DataSource(tuple(files), hub_id, where_from) for files, hub_id, where_from in listed]
 
 
 def _cache() -> Path:
