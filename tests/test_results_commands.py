@@ -19,7 +19,7 @@ from harness.cli.run_tables import print_tables
 from harness.results import queries, summary
 from harness.results.queries import RunFilter
 from harness.results.store import Store
-from harness.runner.run import RunOutcome
+from harness.results.records import RunOutcome
 
 PREFIXED = "20200101-000000-asg-c0ffee"  # a run whose 12-character prefix is its own
 

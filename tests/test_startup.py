@@ -140,3 +140,22 @@ def test_a_matrix_listed_again_is_planned_from_its_remembered_specs_without_torc
     assert "torch" in json.loads(first.stderr.splitlines()[-1])
     assert "torch" not in json.loads(second.stderr.splitlines()[-1])
     assert second.stdout == first.stdout and "bpb smollm2 asg --recover=100" in second.stdout
+
+
+def test_a_run_stored_under_a_plan_made_before_is_reused_without_torch(smoke_db, tmp_path, monkeypatch):
+    """The smoke store's two runs, asked for twice on a fresh cache: the first plans (torch), the
+    second finds both runs by the spec that plan remembered and prints the same tables without torch;
+    --dry-run plans, whatever is stored."""
+    import shutil
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    db = tmp_path / "r.duckdb"
+    shutil.copy(smoke_db, db)
+    args = ["run", "--suite", "xnli", "--adapter", "asg", "--model", "minilm", "--profile", "smoke", "--set", "k=256", "--db", str(db)]
+    done = [subprocess.run([sys.executable, "-c", WRAPPER, *args], capture_output=True, text=True, timeout=300) for _ in range(2)]
+    assert [d.returncode for d in done] == [0, 0], done[0].stderr + done[1].stderr
+    assert "torch" in json.loads(done[0].stderr.splitlines()[-1])
+    assert "torch" not in json.loads(done[1].stderr.splitlines()[-1])
+    assert done[1].stdout == done[0].stdout and "reused" in done[1].stdout
+    code, _, heavy = _harness(*args, "--dry-run")
+    assert code == 0 and "torch" in heavy  # --dry-run plans, as --force does

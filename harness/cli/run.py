@@ -12,7 +12,7 @@ from harness.config import coerce, parse_assignments, route_settings
 from harness.devices import refuse_without_torch
 from harness.errors import ConfigError, printable
 from harness.registry import ADAPTERS, SUITES
-from harness.runner.request import RunRequest, check_data, check_model_name, check_seed
+from harness.runner.request import RunRequest, check_data, check_model_name, check_seed, stored_outcomes
 
 if TYPE_CHECKING:
     from harness.results.store import Store
@@ -47,16 +47,20 @@ def run(
         refuse_early(requests[0])
     from harness.cli.run_tables import chance_warnings, print_tables
     from harness.results.store import Store
-    from harness.runner.run import execute
 
-    quiet_transformers()
     store = Store(db)
-    runs = []
-    with user_errors(), RichProgress() as progress:
-        if dry_run:
-            lines = [line for request in requests for line in would_run(request, store)]
-        else:
-            runs = [execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False), lift_cap=lift_cap) for request in requests]
+    with user_errors():
+        runs = [] if dry_run else [stored_outcomes(request, store) for request in requests]
+    if dry_run or None in runs:  # something to plan: the runner, and with it torch and the models' libraries
+        from harness.runner.run import execute
+
+        quiet_transformers()
+        with user_errors(), RichProgress() as progress:
+            if dry_run:
+                lines = [line for request in requests for line in would_run(request, store)]
+            else:
+                runs = [execute(request, store, progress, say=lambda line: err_console.print(line, highlight=False), lift_cap=lift_cap)
+                        for request in requests]
     if dry_run:
         for line in lines:
             typer.echo(printable(line))

@@ -291,6 +291,15 @@ class RunRecord:
         return cls(**raw)
 
 
+@dataclass(frozen=True)
+class RunOutcome:
+    """A run as ``harness run`` came by it: made, or reused from the store."""
+
+    record: RunRecord
+    reused: bool
+    stored: bool  # False when the DB was busy and only the JSON record was written
+
+
 PART_TABLES = {"scores": Score, "comparisons": Comparison, "compression": CompressionReport, "efficiency": LatencyStats}
 """The tables holding a run's parts beside its ``runs`` row, each with its record class (columns: its fields)."""
 

@@ -25,7 +25,8 @@ from harness.sources import corpora, models
 from harness.sources.data import DataSource, data_root, hub_offline, revisions
 
 if TYPE_CHECKING:
-    from harness.results.records import RunSpec
+    from harness.results.records import RunOutcome, RunSpec
+    from harness.results.store import Store
 
 SEED_MAX = 2**31 - 1
 """The largest seed: the store's ``seed`` column is a 32-bit integer (numpy's legacy seeding takes < 2**32)."""
@@ -116,6 +117,22 @@ def planned_spec(request: RunRequest) -> RunSpec | None:
     if any(revisions(data_dir, sources) != data for data, sources in read):
         return None
     return RunSpec(**{**spec, "seed": request.seed, "code": code_fingerprint(request.adapter, request.suite)})
+
+
+def stored_outcomes(request: RunRequest, store: Store) -> list[RunOutcome] | None:
+    """The runs of ``request`` (baseline, then method) reused from ``store`` without planning, by the
+    spec :func:`planned_spec` gives; None where that spec is unknown, a run is not stored, or
+    ``--force`` asks for a new one (the runner then plans, and makes what is missing)."""
+    from harness.results.records import RunOutcome
+
+    spec = None if request.force else planned_spec(request)
+    if spec is None:
+        return None
+    store.check_writable()  # a damaged store, or one of another schema, is refused as the runner refuses it
+    found = [store.find_finished(s) for s in [spec.baseline(), *([spec] if spec.adapter != "none" else [])]]
+    if None in found:
+        return None
+    return [RunOutcome(record, reused=True, stored=True) for record in found]
 
 
 def check_data(request: RunRequest) -> None:

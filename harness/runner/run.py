@@ -41,7 +41,7 @@ from harness.registry import ADAPTERS
 from harness.errors import StoreError
 from harness.results.journal import Journal
 from harness.results.liveness import Lease, RunLock
-from harness.results.records import Comparison, ItemOutputs, Provenance, RunRecord, RunSpec, Score
+from harness.results.records import Comparison, ItemOutputs, Provenance, RunOutcome, RunRecord, RunSpec, Score
 from harness.results.store import Store
 from harness.suite import SuiteData
 
@@ -86,13 +86,6 @@ class JournalSink:
         waited for its lock); the database's runs are the driver's to find."""
         found = [e.record for e in self.journal.pending() if e.record.status == "finished" and e.record.spec.config_hash == spec.config_hash]
         return max(found, key=lambda r: r.finished_at or "", default=None)
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    record: RunRecord
-    reused: bool
-    stored: bool  # False when the DB was busy and only the JSON record was written
 
 
 def execute(
