@@ -24,7 +24,6 @@ import secrets
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from contextlib import contextmanager
