@@ -93,9 +93,10 @@ def test_tokenizer_statistics_on_minilm(tmp_path):
     assert_items_reproduce_scores(out.record.scores, out.record.items, without=("vocab_size",))
 
 
-def test_mteb_classification_base_and_asg(tmp_path):
-    outcomes = execute(RunRequest("mteb_clf", "asg", profile="smoke", settings=SMALL_ASG), Store(tmp_path / "r.duckdb"))
-    base, asg = (o.record for o in outcomes)
+def test_mteb_classification_base_and_asg(baselines_store):
+    """Against the session's baselines: the suite contract's mteb_clf baseline, made here or there."""
+    outcomes = execute(RunRequest("mteb_clf", "asg", profile="smoke", settings=SMALL_ASG), baselines_store)
+    base, asg = (with_items(baselines_store, o.record) for o in outcomes)
     assert [(s.task, s.metric) for s in asg.scores] == [("banking77", "accuracy"), ("tweeteval_sentiment", "accuracy")]
     by_hand = {r.spec.adapter: {i.task: np.mean(i.values) for i in r.items} for r in (base, asg)}  # mean per-text correctness
     for b, a in zip(base.scores, asg.scores):

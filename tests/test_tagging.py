@@ -15,8 +15,8 @@ from harness.measure.compare import compare
 from harness.measure.metrics import resampled
 from harness.suite import score_items
 from harness.errors import DataError
-from harness.results.store import Store
 from harness.runner.run import RunRequest, execute
+from tests.conftest import with_items
 
 GOLD = [("B-PER", "I-PER", "O", "B-LOC"), ("O", "B-ORG", "I-ORG")]
 PREDICTED = [("B-PER", "I-PER", "O", "O"), ("O", "B-ORG", "O")]  # PER right, LOC missed, ORG cut short
@@ -134,9 +134,10 @@ def test_bad_bio_file_is_one_line_error_exit_2(tmp_path, data_dir):
     assert "Traceback" not in result.output
 
 
-def test_asg_runs_on_wikiann_with_pct_base_per_language(tmp_path):
-    outcomes = execute(RunRequest("wikiann", "asg", model="minilm", profile="smoke", settings=("k=256",)), Store(tmp_path / "r.duckdb"))
-    method = outcomes[-1].record
+def test_asg_runs_on_wikiann_with_pct_base_per_language(baselines_store):
+    """Against the session's baselines: the suite contract's wikiann baseline, made here or there."""
+    outcomes = execute(RunRequest("wikiann", "asg", model="minilm", profile="smoke", settings=("k=256",)), baselines_store)
+    method = with_items(baselines_store, outcomes[-1].record)
     assert method.status == "finished" and method.spec.adapter == "asg"
     f1 = {s.language: s for s in method.scores if s.metric == "f1"}
     assert set(f1) == {"en", "de", "es", "fr", "ru", "zh", "ar", "avg"}
