@@ -19,8 +19,8 @@ from harness.errors import ConfigError, DataError
 from harness.measure.metrics import Part, bootstrap_intervals
 from harness.measure.statistics import spearman as weighted_spearman
 from harness.methods.senses.cluster import kmeans_senses
-from harness.results.store import Store
 from harness.runner.run import RunRequest, execute
+from tests.conftest import with_items
 
 
 def test_spearman_of_known_rankings():
@@ -136,10 +136,11 @@ def test_bad_input_exits_2_with_one_line(tmp_path, data_dir):
                     "EN-MC-30.txt:2: score 'n/a' is not a number")
 
 
-def test_word_sim_table_adapter_moves_static_score(tmp_path):
-    """asg replaces the input table: the static score changes, each data set gets a %Base."""
+def test_word_sim_table_adapter_moves_static_score(baselines_store):
+    """asg replaces the input table: the static score changes, each data set gets a %Base (against the
+    session's word_sim baseline, which the suite contract and the sense runs share)."""
     request = RunRequest("word_sim", "asg", model="minilm", profile="smoke", settings=("k=256",))
-    base, method = (o.record for o in execute(request, Store(tmp_path / "r.duckdb")))
+    base, method = (o.record for o in execute(request, baselines_store))
     static = {(s.task, s.metric): s for s in method.scores}
     baseline = {(s.task, s.metric): s for s in base.scores}
     for name in word_sim.SETS:
@@ -151,15 +152,15 @@ def test_word_sim_table_adapter_moves_static_score(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def sense_runs(tmp_path_factory):
-    """multisense smoke runs with k = 1 and k = 3 (the smoke budget's contexts per word) beside one baseline."""
-    store = Store(tmp_path_factory.mktemp("word_sim") / "r.duckdb")
+def sense_runs(baselines_store):
+    """multisense smoke runs with k = 1 and k = 3 (the smoke budget's contexts per word) beside the
+    session's word_sim baseline, with their per-item outputs."""
     runs, bases = {}, []
     for k in (1, 3):
         request = RunRequest("word_sim", "multisense", model="minilm", profile="smoke", settings=("corpus=wikitext2_train", f"k={k}"))
-        base, runs[k] = (o.record for o in execute(request, store))
+        base, runs[k] = (with_items(baselines_store, o.record) for o in execute(request, baselines_store))
         bases.append(base)
-    assert bases[1].run_id == bases[0].run_id  # one baseline, made by the first request (with its items) and reused
+    assert bases[1].run_id == bases[0].run_id  # one baseline for both
     return bases[0], runs
 
 
