@@ -181,22 +181,22 @@ def test_cli_bad_input_exits_2_with_one_line(args, fragment, tmp_path, monkeypat
     assert "Traceback" not in result.output
 
 
-def test_ag_news_smoke_run_stores_anchors_indices_and_weights(tmp_path, monkeypatch):
+def test_ag_news_smoke_run_stores_anchors_indices_and_weights(baselines_store, tmp_path, monkeypatch):
     """The runner's path: teacher from the fit context, the SAT model trained by the suite, storage
     = anchors (K x D fp32) + index (V x n_max, uint16 for K=500) + weight (V x n_max fp32) + count (V uint8).
     With the fit cache on (a folder of this test's own), a rerun loads the fit and scores the
-    same, and `harness export` of the run loads back (harness.load_compressed) to the cached model."""
+    same, and `harness export` of the run loads back (harness.load_compressed) to the cached model.
+    Beside the session's ag_news baseline (the suite contract's)."""
     import dataclasses
 
     from typer.testing import CliRunner
 
     from harness import load_compressed
     from harness.cli import app
-    from harness.results.store import Store
     from harness.runner.run import RunRequest, execute
 
     monkeypatch.setenv("HARNESS_FIT_CACHE", str(tmp_path / "fits"))
-    store, request = Store(tmp_path / "r.duckdb"), RunRequest("ag_news", "ade", model="minilm", profile="smoke")
+    store, request = baselines_store, RunRequest("ag_news", "ade", model="minilm", profile="smoke")
     base, ade = execute(request, store)
     rec = ade.record
     assert rec.status == "finished", rec.error
@@ -220,7 +220,7 @@ def test_ag_news_smoke_run_stores_anchors_indices_and_weights(tmp_path, monkeypa
     assert [(s.metric, s.value) for s in again.scores] == [(s.metric, s.value) for s in rec.scores]
     assert store.items(again.run_id) == store.items(rec.run_id)
     out = tmp_path / "export"
-    result = CliRunner().invoke(app, ["export", rec.run_id, "--out", str(out), "--db", str(tmp_path / "r.duckdb")])
+    result = CliRunner().invoke(app, ["export", rec.run_id, "--out", str(out), "--db", str(store.path)])
     assert result.exit_code == 0, result.output
     exported, _ = load_compressed(out)
     cached, _ = load_compressed(tmp_path / "fits" / cache[0]["key"])

@@ -146,13 +146,13 @@ def test_cache_clear_deletes_only_what_the_cache_wrote(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_run_records_reuse_and_export_loads_the_cached_model(cache_dir, counted, tmp_path):
-    """Two smoke runs of MTEB classification: the rerun (--force) reuses the fit and says so; the
-    run's export rebuilds the same model and writes a model card with its scores."""
-    from harness.results.store import Store
+def test_run_records_reuse_and_export_loads_the_cached_model(cache_dir, counted, baselines_store, tmp_path):
+    """Two smoke runs of MTEB classification (beside the session's mteb_clf baseline): the rerun
+    (--force) reuses the fit and says so; the run's export rebuilds the same model and writes a model
+    card with its scores."""
     from harness.runner.run import execute
 
-    store = Store(tmp_path / "r.duckdb")
+    store = baselines_store
     request = RunRequest("mteb_clf", "asg", "minilm", "smoke", 0, SETTINGS, device="cpu")
     first = execute(request, store)[-1].record
     rerun = execute(dataclasses.replace(request, force=True), store)[-1].record
@@ -161,7 +161,7 @@ def test_run_records_reuse_and_export_loads_the_cached_model(cache_dir, counted,
     stored = store.load(rerun.run_id)
     assert stored.fit.details["fit_cache"]["reused"] is True
     out = tmp_path / "export"
-    result = CliRunner().invoke(app, ["export", first.run_id, "--out", str(out), "--db", str(tmp_path / "r.duckdb")])
+    result = CliRunner().invoke(app, ["export", first.run_id, "--out", str(out), "--db", str(store.path)])
     assert result.exit_code == 0, result.output
     assert len(counted) == 1  # exported from the cache, not refitted
     model, tokenizer = load_compressed(out)
@@ -170,7 +170,7 @@ def test_run_records_reuse_and_export_loads_the_cached_model(cache_dir, counted,
     card = (out / "README.md").read_text()
     assert "Aggregate Semantic Grouping" in card and "k=16" in card and first.scores[0].task in card
     assert json.loads((out / "scores.json").read_text())[0]["value"] == first.scores[0].value
-    missing = CliRunner().invoke(app, ["export", "no-such-run", "--out", str(out), "--db", str(tmp_path / "r.duckdb")])
+    missing = CliRunner().invoke(app, ["export", "no-such-run", "--out", str(out), "--db", str(store.path)])
     assert missing.exit_code == 2 and "no run 'no-such-run'" in missing.output
 
 
