@@ -173,8 +173,9 @@ def status(entries: list[Entry], store: Store, profile: str = PROFILE) -> pd.Dat
     runs = _stored(store)
     planned, baselines = [], {}
     for e in entries:
+        request = e.request(profile)
         try:
-            spec = planned_spec(e.request(profile)) or _plan(e.request(profile))
+            spec = planned_spec(request) or _plan(request)
         except HarnessError as err:
             planned.append((e, None, None, f"invalid: {err}"))
             continue
