@@ -33,7 +33,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.results import queries
 from harness.results.records import RunSpec
 from harness.results.store import Store
-from harness.runner.request import RunRequest, planned_spec
+from harness.runner.request import RunRequest, planned_spec, remembering
 from harness.sidefiles import read_text
 
 MATRIX = Path(__file__).with_name("matrix.txt")
@@ -172,16 +172,17 @@ def status(entries: list[Entry], store: Store, profile: str = PROFILE) -> pd.Dat
     data) reads ``invalid: why``."""
     runs = _stored(store)
     planned, baselines = [], {}
-    for e in entries:
-        request = e.request(profile)
-        try:
-            spec = planned_spec(request) or _plan(request)
-        except HarnessError as err:
-            planned.append((e, None, None, f"invalid: {err}"))
-            continue
-        base = spec.baseline()
-        baselines.setdefault(base.config_hash, (base, _baseline_line(base, e)))
-        planned.append((e, spec, base.config_hash, ""))
+    with remembering():
+        for e in entries:
+            request = e.request(profile)
+            try:
+                spec = planned_spec(request) or _plan(request)
+            except HarnessError as err:
+                planned.append((e, None, None, f"invalid: {err}"))
+                continue
+            base = spec.baseline()
+            baselines.setdefault(base.config_hash, (base, _baseline_line(base, e)))
+            planned.append((e, spec, base.config_hash, ""))
     base_rows = {key: [BASELINES, line, *_match(base, runs)] for key, (base, line) in baselines.items()}
     rows = []
     for e, spec, base_key, invalid in planned:

@@ -12,11 +12,12 @@ checks all of it again, and the rest.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from harness import cachefile
 from harness.errors import ConfigError, UnknownNameError, did_you_mean
@@ -143,23 +144,50 @@ def check_data(request: RunRequest) -> None:
         revisions(data_root(request.data_dir), [*_sources(entry["sources"]), *_sources(entry["fit_sources"])])
 
 
+_held: dict[str, Any] | None = None
+"""What is remembered, read once and kept in memory inside :func:`remembering`."""
+
+
+@contextlib.contextmanager
+def remembering() -> Iterator[None]:
+    """Plans made inside remember what they read and made in memory, and the cache file is written
+    once at the end, where it changed (``harness list matrix`` plans many requests: one write, not two a plan)."""
+    global _held
+    _held = before = _known()
+    try:
+        yield
+    finally:
+        held, _held = _held, None
+        if held is not before:
+            cachefile.write(_cache(), held)
+
+
+def _known() -> dict[str, Any]:
+    if _held is not None:
+        return _held
+    known = cachefile.read(_cache())
+    return known if isinstance(known, dict) else {}
+
+
 def _entry(request: RunRequest) -> dict[str, Any] | None:
     """What the last plan of ``request`` remembered, if it planned under the code installed now."""
-    known = cachefile.read(_cache())
-    entry = known.get(_key(request)) if isinstance(known, dict) else None
+    entry = _known().get(_key(request))
     valid = isinstance(entry, dict) and entry.get("stamp") == _stamp(request) and "fit_sources" in entry
     return entry if valid else None
 
 
 def _remember(request: RunRequest, part: dict[str, Any]) -> None:
     """Add ``part`` to what is remembered of ``request`` (a new entry under other code); written only when it changes."""
-    path, key, stamp = _cache(), _key(request), _stamp(request)
-    known = cachefile.read(path)
-    known = known if isinstance(known, dict) else {}
+    global _held
+    known, key, stamp = _known(), _key(request), _stamp(request)
     entry = known.get(key) if isinstance(known.get(key), dict) and known[key].get("stamp") == stamp else {"stamp": stamp}
     if {**entry, **part} != known.get(key):
         kept = [(k, v) for k, v in known.items() if k != key][-(REMEMBERED - 1):]
-        cachefile.write(path, dict([*kept, (key, {**entry, **part})]))
+        changed = dict([*kept, (key, {**entry, **part})])
+        if _held is None:
+            cachefile.write(_cache(), changed)
+        else:
+            _held = changed
 
 
 def _listed(sources: Iterable[DataSource]) -> list[list]:
