@@ -12,7 +12,7 @@ from harness.config import coerce, parse_assignments, route_settings
 from harness.devices import refuse_without_torch
 from harness.errors import ConfigError, printable
 from harness.registry import ADAPTERS, SUITES
-from harness.runner.request import RunRequest, check_data, check_model_name, check_seed, stored_outcomes
+from harness.runner.request import RunRequest, check_data, check_model_name, check_seed, remembering, stored_outcomes
 
 if TYPE_CHECKING:
     from harness.results.store import Store
@@ -40,16 +40,15 @@ def run(
     wide: WideOption = False,
 ) -> None:
     """Run ADAPTER on SUITE; the unchanged baseline is run (or reused) too, so %Base is known."""
-    with user_errors():
+    with user_errors(), remembering():  # what earlier plans remembered is read once, for the checks and the reuse
         requests = [RunRequest(suite, adapter, model, profile, s, tuple(settings or ()), data_dir, device, force, recover, recover_lora,
                                pretrain, dtype, trust_remote_code)
                     for s in (parse_seeds(seeds) if seeds is not None else (seed,))]
         refuse_early(requests[0])
-    from harness.cli.run_tables import chance_warnings, print_tables
-    from harness.results.store import Store
+        from harness.cli.run_tables import chance_warnings, print_tables
+        from harness.results.store import Store
 
-    store = Store(db)
-    with user_errors():
+        store = Store(db)
         runs = [] if dry_run else [stored_outcomes(request, store) for request in requests]
     if dry_run or None in runs:  # something to plan: the runner, and with it torch and the models' libraries
         from harness.runner.run import execute
