@@ -177,7 +177,8 @@ def _entry(request: RunRequest) -> dict[str, Any] | None:
 
 
 def _remember(request: RunRequest, part: dict[str, Any]) -> None:
-    """Add ``part`` to what is remembered of ``request`` (a new entry under other code); written only when it changes."""
+    """Add ``part`` to what is remembered of ``request`` (a new entry under other code); written only when it
+    changes, and inside :func:`remembering` at the block's end."""
     global _held
     known, key, stamp = _known(), _key(request), _stamp(request)
     entry = known.get(key) if isinstance(known.get(key), dict) and known[key].get("stamp") == stamp else {"stamp": stamp}
