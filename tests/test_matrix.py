@@ -108,3 +108,19 @@ def test_a_remembered_spec_is_the_plans_until_a_file_it_read_changes(tmp_path, m
     path.write_text(path.read_text() + "\n")
     assert planned_spec(request) is None
     assert plan(request).spec.data[changed] != spec.data[changed]
+
+
+def test_plans_inside_nested_remembering_blocks_are_written_once_and_kept(tmp_path, monkeypatch, data_dir):
+    """A ``remembering()`` block inside another leaves the writing to the outer one: what the plans
+    remembered is in the cache file after the outer block, not lost to the inner block's end."""
+    from harness.runner.plan import plan
+    from harness.runner.request import RunRequest, planned_spec, remembering
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    request = RunRequest("word_sim", "quant", "minilm", "smoke", data_dir=str(data_dir))
+    with remembering():
+        with remembering():
+            spec = plan(request).spec
+        assert not list((tmp_path / "cache").rglob("planned_data.json"))  # held until the outer block ends
+        assert planned_spec(request).config_hash == spec.config_hash
+    assert planned_spec(request).config_hash == spec.config_hash  # read back from the file

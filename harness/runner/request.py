@@ -151,8 +151,12 @@ _held: dict[str, Any] | None = None
 @contextlib.contextmanager
 def remembering() -> Iterator[None]:
     """Plans made inside remember what they read and made in memory, and the cache file is written
-    once at the end, where it changed (``harness list matrix`` plans many requests: one write, not two a plan)."""
+    once at the end, where it changed (``harness list matrix`` plans many requests: one write, not two a plan).
+    A block inside another leaves the writing to the outer one."""
     global _held
+    if _held is not None:
+        yield
+        return
     _held = before = _known()
     try:
         yield
